@@ -1,0 +1,396 @@
+package intake
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+)
+
+// Defaults of HandlerOpts.
+const (
+	DefaultMaxBodyBytes   = 64 << 10
+	DefaultRequestTimeout = 5 * time.Second
+	// storeRetryAfter is the Retry-After, in seconds, of a 503.
+	storeRetryAfter = "2"
+)
+
+// Values kept on the echo.Context for the request log and metrics.
+const (
+	ctxClientID = "leadintake.client_id"
+	ctxRef      = "leadintake.ref"
+	ctxOutcome  = "leadintake.outcome"
+)
+
+// Submission outcomes, as logged and counted.
+const (
+	outcomeRefused     = "refused"
+	outcomeUnavailable = "unavailable"
+)
+
+// HandlerOpts configure NewHandler.
+type HandlerOpts struct {
+	Store   *Store
+	Clients Clients
+	Decode  DecodeOpts
+	// MaxBodyBytes bounds a body; larger ones get 413. Default
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// RequestTimeout bounds one request's database work; past it 503.
+	// Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// Logger receives one line per request. Default: discard.
+	Logger *slog.Logger
+	// Metrics may be nil.
+	Metrics *Metrics
+}
+
+// NewHandler returns the public HTTP API.
+func NewHandler(opts *HandlerOpts) *echo.Echo {
+	o := *opts
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(o.Logger)
+	e.Use(
+		middleware.RequestIDWithConfig(middleware.RequestIDConfig{TargetHeader: echo.HeaderXRequestID}),
+		observe(o.Logger, o.Metrics),
+		middleware.RecoverWithConfig(middleware.RecoverConfig{
+			DisableStackAll: true,
+			LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+				o.Logger.ErrorContext(c.Request().Context(), "panic", slog.String("error", err.Error()), slog.String("stack", string(stack)))
+				return err
+			},
+		}),
+	)
+	addRoutes(e, &o)
+	return e
+}
+
+// authenticate accepts a request whose bearer token belongs to a client, and
+// whose X-Client-Id, when sent, names that client.
+func authenticate(clients Clients) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			scheme, token, _ := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
+			token = strings.TrimSpace(token)
+			if !strings.EqualFold(scheme, "Bearer") || token == "" {
+				return Errorf(CodeUnauthorized, "send Authorization: Bearer <token>")
+			}
+			clientID, ok := clients.Authenticate(token)
+			if !ok {
+				return Errorf(CodeUnauthorized, "the bearer token is not valid")
+			}
+			c.Set(ctxClientID, clientID)
+			if ids := c.Request().Header.Values("X-Client-Id"); len(ids) > 0 && (len(ids) > 1 || ids[0] != clientID) {
+				return Errorf(CodeClientMismatch, "X-Client-Id does not match the authenticated client")
+			}
+			return next(c)
+		}
+	}
+}
+
+// processingBody is the 202 body of a submission in progress.
+type processingBody struct {
+	Status         string `json:"status"`
+	IdempotencyKey string `json:"idempotency_key"`
+	LeadID         string `json:"lead_id"`
+	StatusURL      string `json:"status_url"`
+}
+
+func handleLeadCreate(store *Store, decode *DecodeOpts, maxBody int64, timeout time.Duration) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		clientID := c.Get(ctxClientID).(string)
+		key, err := ParseKey(req.Header.Values("Idempotency-Key"))
+		if err != nil {
+			return err
+		}
+		c.Set(ctxRef, ExternalRef(clientID, key))
+		if mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mt != echo.MIMEApplicationJSON {
+			return Errorf(CodeUnsupportedMediaType, "send Content-Type: application/json")
+		}
+		body, err := readBody(c, maxBody)
+		if err != nil {
+			return err
+		}
+		sub, err := DecodeSubmission(body, decode)
+		if err != nil {
+			return err
+		}
+
+		// The claim runs to its end even if the caller hangs up: a half-done
+		// claim helps nobody, and the caller's retry will find the result.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), timeout)
+		defer cancel()
+		res, err := store.Claim(ctx, &ClaimParams{
+			ClientID: clientID, Key: key, ExternalRef: c.Get(ctxRef).(string), Submission: sub,
+		})
+		if err != nil {
+			return storeError(err)
+		}
+		c.Set(ctxOutcome, res.Outcome.String())
+
+		h := c.Response().Header()
+		h.Set("Idempotency-Key", key)
+		switch res.Outcome {
+		case OutcomeClaimed, OutcomeReopened, OutcomeInProgress:
+			replayed := "false"
+			if res.Outcome == OutcomeInProgress {
+				replayed = "true"
+			}
+			h.Set("Idempotent-Replayed", replayed)
+			statusURL := "/v1/operations/" + key
+			h.Set(echo.HeaderLocation, statusURL)
+			h.Set(echo.HeaderRetryAfter, "1")
+			return writeJSON(c, http.StatusAccepted, processingBody{
+				Status: res.State, IdempotencyKey: key, LeadID: res.LeadID.String(), StatusURL: statusURL,
+			})
+		case OutcomeFinished:
+			h.Set("Idempotent-Replayed", "true")
+			return c.Blob(res.ResponseStatus, echo.MIMEApplicationJSON, res.ResponseBody)
+		default: // OutcomeMismatch
+			h.Del("Idempotency-Key")
+			return Errorf(CodeKeyReused, "this Idempotency-Key was used with a different request body; use a new key for a new enquiry")
+		}
+	}
+}
+
+// readBody reads at most maxBody bytes of the body, whether or not it was
+// sent chunked.
+func readBody(c echo.Context, maxBody int64) ([]byte, error) {
+	req := c.Request()
+	tooLarge := Errorf(CodeBodyTooLarge, "the body is larger than %d bytes", maxBody)
+	if req.ContentLength > maxBody {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, maxBody))
+	var maxErr *http.MaxBytesError
+	switch {
+	case err == nil:
+		return body, nil
+	case errors.As(err, &maxErr):
+		return nil, tooLarge
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, &Error{Code: CodeRequestTimeout, Message: "the body did not arrive in time", Err: err}
+	default:
+		return nil, &Error{Code: CodeBadRequest, Message: "the body could not be read", Err: err}
+	}
+}
+
+// operationBody is the body of GET /v1/operations/{key}.
+type operationBody struct {
+	IdempotencyKey string             `json:"idempotency_key"`
+	State          string             `json:"state"`
+	LeadID         string             `json:"lead_id"`
+	CreatedAt      time.Time          `json:"created_at"`
+	UpdatedAt      time.Time          `json:"updated_at"`
+	ExpiresAt      *time.Time         `json:"expires_at"`
+	Response       *operationResponse `json:"response"`
+}
+
+type operationResponse struct {
+	Status int             `json:"status"`
+	Body   json.RawMessage `json:"body"`
+}
+
+func handleOperationGet(store *Store, timeout time.Duration) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		clientID := c.Get(ctxClientID).(string)
+		key := c.Param("key")
+		notFound := Errorf(CodeNotFound, "no operation with this key")
+		if !ValidKey(key) {
+			return notFound
+		}
+		c.Set(ctxRef, ExternalRef(clientID, key))
+		ctx, cancel := context.WithTimeout(c.Request().Context(), timeout)
+		defer cancel()
+		op, err := store.Operation(ctx, clientID, key)
+		if errors.Is(err, ErrNotFound) {
+			return notFound
+		}
+		if err != nil {
+			return storeError(err)
+		}
+		body := operationBody{
+			IdempotencyKey: key,
+			State:          op.State,
+			LeadID:         op.LeadID.String(),
+			CreatedAt:      op.CreatedAt.UTC(),
+			UpdatedAt:      op.UpdatedAt.UTC(),
+		}
+		if op.ResponseStatus != nil {
+			expires := op.ExpiresAt.UTC()
+			body.ExpiresAt = &expires
+			body.Response = &operationResponse{Status: int(*op.ResponseStatus), Body: op.ResponseBody}
+		}
+		return writeJSON(c, http.StatusOK, body)
+	}
+}
+
+func handleHealthz() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
+	}
+}
+
+func handleReadyz(store *Store) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+		defer cancel()
+		if err := store.Ping(ctx); err != nil {
+			return storeError(err)
+		}
+		return writeJSON(c, http.StatusOK, map[string]string{"status": "ready"})
+	}
+}
+
+// storeError turns an error of the store into the API's error.
+func storeError(err error) error {
+	if IsUnavailable(err) {
+		return &Error{Code: CodeStoreUnavailable, Message: "the store is unavailable; retry with the same Idempotency-Key", Err: err}
+	}
+	return &Error{Code: CodeInternal, Message: "internal error", Err: err}
+}
+
+func writeJSON(c echo.Context, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return c.Blob(status, echo.MIMEApplicationJSON, b)
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Details []Detail `json:"details,omitempty"`
+}
+
+// echoCodes names the errors Echo itself raises.
+var echoCodes = map[int]string{
+	http.StatusNotFound:                    CodeNotFound,
+	http.StatusMethodNotAllowed:            CodeMethodNotAllowed,
+	http.StatusRequestEntityTooLarge:       CodeBodyTooLarge,
+	http.StatusUnauthorized:                CodeUnauthorized,
+	http.StatusUnsupportedMediaType:        CodeUnsupportedMediaType,
+	http.StatusBadRequest:                  CodeBadRequest,
+	http.StatusRequestTimeout:              CodeRequestTimeout,
+	http.StatusServiceUnavailable:          CodeStoreUnavailable,
+	http.StatusRequestHeaderFieldsTooLarge: CodeHeadersTooLarge,
+}
+
+// errorHandler is the one place where errors become responses, Echo's own
+// 404 and 405 included. Only internal errors are logged here; the caller
+// sees a generic message for them.
+func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		var (
+			apiErr  *Error
+			echoErr *echo.HTTPError
+		)
+		switch {
+		case errors.As(err, &apiErr):
+		case errors.As(err, &echoErr):
+			code, ok := echoCodes[echoErr.Code]
+			if !ok {
+				code = CodeInternal
+			}
+			msg := http.StatusText(echoErr.Code)
+			if code == CodeInternal {
+				msg = "internal error"
+			}
+			apiErr = &Error{Code: code, Message: strings.ToLower(msg), Err: err}
+		default:
+			apiErr = &Error{Code: CodeInternal, Message: "internal error", Err: err}
+		}
+
+		status := StatusOf(apiErr.Code)
+		h := c.Response().Header()
+		switch apiErr.Code {
+		case CodeUnauthorized:
+			h.Set(echo.HeaderWWWAuthenticate, `Bearer realm="leadintake"`)
+		case CodeStoreUnavailable:
+			h.Set(echo.HeaderRetryAfter, storeRetryAfter)
+			c.Set(ctxOutcome, outcomeUnavailable)
+		case CodeInternal:
+			logger.ErrorContext(c.Request().Context(), "internal error",
+				slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+				slog.String("error", err.Error()))
+		}
+		if c.Get(ctxOutcome) == nil {
+			c.Set(ctxOutcome, outcomeRefused)
+		}
+		if c.Request().Method == http.MethodHead {
+			_ = c.NoContent(status)
+			return
+		}
+		_ = writeJSON(c, status, errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message, Details: apiErr.Details}})
+	}
+}
+
+// observe writes one log line per request and records its metrics. It
+// renders a returned error itself so that the line carries the final status.
+func observe(logger *slog.Logger, metrics *Metrics) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			if err := next(c); err != nil {
+				c.Error(err)
+			}
+			elapsed := time.Since(start)
+			status := c.Response().Status
+			route := c.Path()
+			outcome, _ := c.Get(ctxOutcome).(string)
+			metrics.observeRequest(c.Request().Method, route, status, outcome, elapsed)
+
+			attrs := []slog.Attr{
+				slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
+				slog.String("method", c.Request().Method),
+				slog.String("route", route),
+				slog.Int("status", status),
+				slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),
+			}
+			if id, ok := c.Get(ctxClientID).(string); ok {
+				attrs = append(attrs, slog.String("client_id", id))
+			}
+			if outcome != "" {
+				attrs = append(attrs, slog.String("outcome", outcome))
+			}
+			if ref, ok := c.Get(ctxRef).(string); ok {
+				attrs = append(attrs, slog.String("ref", ref))
+			}
+			level := slog.LevelInfo
+			if status >= 500 {
+				level = slog.LevelError
+			}
+			logger.LogAttrs(c.Request().Context(), level, "request", attrs...)
+			return nil
+		}
+	}
+}

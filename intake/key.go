@@ -1,0 +1,67 @@
+package intake
+
+import "strings"
+
+// Key length bounds, in characters.
+const (
+	KeyMinLen = 8
+	KeyMaxLen = 255
+	// phoneLikeDigits is the number of digits from which a key made only of
+	// digits and separators is taken for a telephone number and refused.
+	phoneLikeDigits = 7
+)
+
+// ParseKey returns the idempotency key carried by the values of the
+// Idempotency-Key header. The key is accepted bare or as a structured-field
+// string ("..."). It must be 8 to 255 characters of A-Z a-z 0-9 . _ ~ : -,
+// and may not look like a telephone number (only digits and separators, with
+// 7 or more digits).
+//
+// It returns an *Error with CodeKeyMissing when there is no key and
+// CodeKeyInvalid when the key breaks a rule.
+func ParseKey(values []string) (string, error) {
+	if len(values) == 0 || (len(values) == 1 && values[0] == "") {
+		return "", Errorf(CodeKeyMissing, "the Idempotency-Key header is required")
+	}
+	if len(values) > 1 {
+		return "", Errorf(CodeKeyInvalid, "send exactly one Idempotency-Key header")
+	}
+	key := strings.TrimSpace(values[0])
+	if strings.HasPrefix(key, `"`) {
+		if len(key) < 2 || !strings.HasSuffix(key, `"`) {
+			return "", Errorf(CodeKeyInvalid, "the Idempotency-Key is an unterminated quoted string")
+		}
+		key = key[1 : len(key)-1]
+	}
+	if err := checkKey(key); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// checkKey applies the key rules to a bare key.
+func checkKey(key string) *Error {
+	if len(key) < KeyMinLen || len(key) > KeyMaxLen {
+		return Errorf(CodeKeyInvalid, "the Idempotency-Key must be %d to %d characters long", KeyMinLen, KeyMaxLen)
+	}
+	digits, onlyDigitsAndSeparators := 0, true
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' || c == '_' || c == '~' || c == ':' || c == '-':
+		case c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z':
+			onlyDigitsAndSeparators = false
+		default:
+			return Errorf(CodeKeyInvalid, "the Idempotency-Key may contain only A-Z a-z 0-9 . _ ~ : -")
+		}
+	}
+	if onlyDigitsAndSeparators && digits >= phoneLikeDigits {
+		return Errorf(CodeKeyInvalid, "the Idempotency-Key looks like a telephone number; use an opaque random value")
+	}
+	return nil
+}
+
+// ValidKey reports whether key, taken bare, follows the key rules.
+func ValidKey(key string) bool { return checkKey(key) == nil }

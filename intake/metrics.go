@@ -1,0 +1,107 @@
+package intake
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the API's Prometheus collectors. A nil *Metrics records
+// nothing.
+type Metrics struct {
+	submissions *prometheus.CounterVec
+	requests    *prometheus.HistogramVec
+}
+
+// NewMetrics registers the API's collectors on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		submissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leadintake_submissions_total",
+			Help: "Submissions (POST /v1/leads) by outcome: claimed, reopened, replayed, in_progress, mismatch, refused, unavailable.",
+		}, []string{"outcome"}),
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leadintake_http_request_duration_seconds",
+			Help:    "Time to answer a request of the public API, by route, method and status.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route", "method", "status"}),
+	}
+	reg.MustRegister(m.submissions, m.requests)
+	for _, o := range []string{"claimed", "reopened", "replayed", "in_progress", "mismatch", outcomeRefused, outcomeUnavailable} {
+		m.submissions.WithLabelValues(o)
+	}
+	return m
+}
+
+func (m *Metrics) observeRequest(method, route string, status int, outcome string, elapsed time.Duration) {
+	if m == nil {
+		return
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Observe(elapsed.Seconds())
+	if route == "/v1/leads" && method == "POST" && outcome != "" {
+		m.submissions.WithLabelValues(outcome).Inc()
+	}
+}
+
+// keyStateCollector reports, on each scrape, the keys by state and the age of
+// the oldest processing key, read from the database (at most every
+// keyStateCacheFor, so that frequent scrapes cost nothing more).
+type keyStateCollector struct {
+	store  *Store
+	logger *slog.Logger
+
+	keys   *prometheus.Desc
+	oldest *prometheus.Desc
+
+	mu        sync.Mutex
+	readAt    time.Time
+	counts    map[string]float64
+	oldestAge float64
+}
+
+const keyStateCacheFor = 10 * time.Second
+
+// NewKeyStateCollector returns a collector of leadintake_keys{state} and
+// leadintake_oldest_processing_key_age_seconds. Every process that registers
+// it reports the same database-wide figures: aggregate them with max, not sum.
+func NewKeyStateCollector(store *Store, logger *slog.Logger) prometheus.Collector {
+	return &keyStateCollector{
+		store:  store,
+		logger: logger,
+		keys: prometheus.NewDesc("leadintake_keys",
+			"Idempotency keys by state (database-wide; needs_reconciliation needs an operator's eye).", []string{"state"}, nil),
+		oldest: prometheus.NewDesc("leadintake_oldest_processing_key_age_seconds",
+			"Age of the oldest key still processing (database-wide); 0 when there is none.", nil, nil),
+	}
+}
+
+func (c *keyStateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.keys
+	ch <- c.oldest
+}
+
+func (c *keyStateCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.readAt) > keyStateCacheFor {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		counts, oldest, err := c.store.keyStates(ctx)
+		cancel()
+		if err != nil {
+			c.logger.Warn("read key states for metrics", slog.String("error", err.Error()))
+			return
+		}
+		c.counts, c.oldestAge, c.readAt = counts, oldest, time.Now()
+	}
+	for _, state := range []string{StateProcessing, StateNeedsReconciliation, StateCompleted, StateFailed} {
+		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, c.counts[state], state)
+	}
+	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, c.oldestAge)
+}

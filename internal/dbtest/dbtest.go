@@ -1,0 +1,172 @@
+// Package dbtest gives tests a real, migrated PostgreSQL database of their
+// own. Nothing is mocked: each database is a clone of a template that holds
+// every migration, made once per schema version and reused by every package.
+//
+// The server is TEST_DATABASE_URL, else DATABASE_URL, else
+// postgres://postgres@127.0.0.1:5432/postgres.
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"runtime/debug"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leadintake/leadintake/migrations"
+)
+
+// DefaultURL is the server tests use when no URL is set.
+const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// ServerURL returns the URL of the PostgreSQL server tests use.
+func ServerURL() string {
+	for _, name := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
+		if v := os.Getenv(name); v != "" {
+			return v
+		}
+	}
+	return DefaultURL
+}
+
+// templateLock serialises template creation across test processes.
+const templateLock int64 = 0x6c69_7465_6d70_6c00
+
+// New creates a fresh database with every migration applied, drops it when
+// the test ends, and returns its URL and a pool on it.
+func New(t testing.TB) (string, *pgxpool.Pool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	admin, err := pgx.Connect(ctx, ServerURL())
+	if err != nil {
+		t.Fatalf("dbtest: connect to %s: %v (is PostgreSQL running? see README)", redacted(ServerURL()), err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+
+	tmpl, err := ensureTemplate(ctx, admin)
+	if err != nil {
+		t.Fatalf("dbtest: template: %v", err)
+	}
+	name := "leadintake_test_" + randomHex(6)
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
+		t.Fatalf("dbtest: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, ServerURL())
+		if err != nil {
+			t.Logf("dbtest: drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("dbtest: drop %s: %v", name, err)
+		}
+	})
+
+	dbURL := WithDatabase(ServerURL(), name)
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("dbtest: pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return dbURL, pool
+}
+
+// ensureTemplate returns the name of the template database for the current
+// migrations, creating it if no earlier test run did.
+func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
+	name := "leadintake_tmpl_" + schemaVersion()
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock($1)", templateLock); err != nil {
+		return "", err
+	}
+	defer func() { _, _ = admin.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", templateLock) }()
+
+	var exists bool
+	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1 AND datistemplate)", name).Scan(&exists); err != nil {
+		return "", err
+	}
+	if exists {
+		return name, nil
+	}
+	// A half-built template from an interrupted run is rebuilt.
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return "", err
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", err
+	}
+	pool, err := pgxpool.New(ctx, WithDatabase(ServerURL(), name))
+	if err != nil {
+		return "", err
+	}
+	err = migrations.Migrate(ctx, pool, nil)
+	pool.Close()
+	if err != nil {
+		return "", fmt.Errorf("migrate: %w", err)
+	}
+	// Marked as a template last: only a complete one is ever cloned.
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" WITH is_template true"); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// schemaVersion hashes our migrations and the River version, so that any
+// change to either gets a new template.
+func schemaVersion() string {
+	h := sha256.New()
+	_ = fs.WalkDir(migrations.FS(), ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(migrations.FS(), path)
+		h.Write([]byte(path))
+		h.Write(b)
+		return err
+	})
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range info.Deps {
+			if dep.Path == "github.com/riverqueue/river/riverdriver/riverpgxv5" {
+				h.Write([]byte(dep.Version))
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// WithDatabase returns databaseURL with its database replaced by name.
+func WithDatabase(databaseURL, name string) string {
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		panic(fmt.Sprintf("dbtest: bad URL: %v", err))
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func redacted(databaseURL string) string {
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
