@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -271,12 +272,16 @@ func storeError(err error) error {
 	return &Error{Code: CodeInternal, Message: "internal error", Err: err}
 }
 
+// writeJSON writes v as compact JSON, without escaping <, > and & (the
+// bodies are for programs, not for embedding in HTML).
 func writeJSON(c echo.Context, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	return c.Blob(status, echo.MIMEApplicationJSON, b)
+	return c.Blob(status, echo.MIMEApplicationJSON, bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }
 
 type errorBody struct {

@@ -55,12 +55,16 @@ CREATE TABLE leads (
     -- step starts, so that a retried job resumes instead of repeating a call.
     enrichment_outcome text CHECK (enrichment_outcome IN ('data', 'no_data', 'unavailable')),
     enrichment         jsonb,
+    -- Transient failures of the optional steps so far; past a few, the step
+    -- is given up with a warning rather than holding the lead back.
+    enrichment_failures smallint   NOT NULL DEFAULT 0,
     score              smallint,
     tier               text CHECK (tier IN ('hot', 'warm', 'cold')),
     crm_state          text        NOT NULL DEFAULT 'pending'
         CHECK (crm_state IN ('pending', 'uncertain', 'accepted', 'rejected')),
     crm_id             text,
     notify_outcome     text CHECK (notify_outcome IN ('sent', 'failed')),
+    notify_failures    smallint    NOT NULL DEFAULT 0,
     warnings           text[]      NOT NULL DEFAULT '{}',
     finished_at        timestamptz
 );
