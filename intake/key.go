@@ -26,7 +26,10 @@ func ParseKey(values []string) (string, error) {
 	if len(values) > 1 {
 		return "", Errorf(CodeKeyInvalid, "send exactly one Idempotency-Key header")
 	}
-	key := strings.TrimSpace(values[0])
+	// Only space and tab are the header's optional white space (RFC 9110):
+	// strings.TrimSpace would also strip Unicode spaces such as U+00A0,
+	// which a header value may carry and which no key may hold.
+	key := strings.Trim(values[0], " \t")
 	if strings.HasPrefix(key, `"`) {
 		if len(key) < 2 || !strings.HasSuffix(key, `"`) {
 			return "", Errorf(CodeKeyInvalid, "the Idempotency-Key is an unterminated quoted string")
