@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `make run`: the whole system on this machine. PostgreSQL (the local one, or
+# one this starts or installs), the migrations, the fake downstream server
+# standing in for enrichment, CRM and notification, a worker and the api.
+# Ctrl-C stops everything.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+: "${DATABASE_URL:=postgres://postgres@127.0.0.1:5432/leadintake?sslmode=disable}"
+: "${API_ADDR:=127.0.0.1:8080}"
+: "${API_ADMIN_ADDR:=127.0.0.1:8081}"
+: "${WORKER_ADMIN_ADDR:=127.0.0.1:8082}"
+: "${FAKE_ADDR:=127.0.0.1:9090}"
+: "${DEMO_TOKEN:=demo-token-change-me}"
+: "${ADMIN_USER:=admin}"
+: "${ADMIN_PASSWORD:=admin}"
+export DATABASE_URL ADMIN_USER ADMIN_PASSWORD
+
+# PostgreSQL: the server of DATABASE_URL must answer; the database is created
+# when missing.
+server_url="${DATABASE_URL%/*}/postgres"
+TEST_DATABASE_URL="$server_url" ./scripts/postgres.sh
+dbname="${DATABASE_URL##*/}"; dbname="${dbname%%\?*}"
+if ! psql "$server_url" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$dbname'" | grep -q 1; then
+  psql "$server_url" -qc "CREATE DATABASE \"$dbname\""
+fi
+
+go build -o bin/ ./cmd/api ./cmd/worker ./cmd/fakedownstream
+mkdir -p .run
+LOG_FORMAT=text bin/api migrate
+
+pids=()
+cleanup() {
+  trap - INT TERM EXIT
+  echo; echo "stopping..."
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup INT TERM EXIT
+
+start() { # name, then the command
+  local name=$1; shift
+  "$@" > ".run/$name.log" 2>&1 &
+  pids+=($!)
+}
+
+start fake env FAKE_ADDR="$FAKE_ADDR" bin/fakedownstream
+start worker env LOG_FORMAT=text ADMIN_ADDR="$WORKER_ADMIN_ADDR" \
+  ENRICHMENT_URL="http://$FAKE_ADDR/enrichment" CRM_URL="http://$FAKE_ADDR/crm" NOTIFY_URL="http://$FAKE_ADDR/notify" \
+  RETRY_BASE_DELAY=500ms RECONCILE_INTERVAL=10s bin/worker
+hash=$(printf %s "$DEMO_TOKEN" | sha256sum | cut -d' ' -f1)
+start api env LOG_FORMAT=text API_ADDR="$API_ADDR" ADMIN_ADDR="$API_ADMIN_ADDR" API_CLIENTS="demo=$hash" bin/api
+
+for _ in $(seq 1 50); do
+  curl -fsS "http://$API_ADDR/readyz" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+curl -fsS "http://$API_ADDR/readyz" >/dev/null || { echo "the api did not become ready; see .run/api.log"; exit 1; }
+
+cat <<MSG
+
+leadintake is running (logs in .run/: api.log, worker.log, fake.log). Try:
+
+  # submit a lead (run it twice: the second answer is replayed)
+  curl -i http://$API_ADDR/v1/leads \\
+    -H 'Authorization: Bearer $DEMO_TOKEN' \\
+    -H 'Idempotency-Key: demo-key-0001' -H 'Content-Type: application/json' \\
+    -d '{"email":"ada@example.com","source":"referral","name":"Ada","company":"Analytical Engines"}'
+
+  # poll it; a new enquiry needs a new key
+  curl -s http://$API_ADDR/v1/operations/demo-key-0001 -H 'Authorization: Bearer $DEMO_TOKEN'
+
+  River UI:  http://$API_ADMIN_ADDR/riverui/   (user $ADMIN_USER, password $ADMIN_PASSWORD)
+  metrics:   curl -u $ADMIN_USER:$ADMIN_PASSWORD http://$API_ADMIN_ADDR/metrics   (worker: http://$WORKER_ADMIN_ADDR/metrics)
+  fake CRM:  curl -s http://$FAKE_ADDR/_fake/state
+
+Ctrl-C stops everything.
+MSG
+
+wait -n "${pids[@]}" || true
+echo "a process exited; see .run/*.log"
