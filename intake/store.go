@@ -189,7 +189,13 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 	if err != nil {
 		return nil, fmt.Errorf("claim: begin: %w", err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// The rollback stays within the claim's deadline: without one, a
+	// database that hangs between the claim's statement and the rollback
+	// (the replay and mismatch paths end that way) would hold the request
+	// until it answered again. Once ctx is done the rollback fails at once
+	// and pgx closes the connection, which is what a connection whose
+	// statement timed out deserves.
+	defer func() { _ = tx.Rollback(ctx) }()
 
 	newLeadID, err := uuid.NewV7()
 	if err != nil {
