@@ -1,0 +1,554 @@
+package fake
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxBody bounds a request body; larger ones get 413.
+const maxBody = 1 << 20
+
+// Options configure a Server. The zero Options serve every target without
+// authentication.
+type Options struct {
+	// EnrichmentToken, when set, is required as "Authorization: Bearer
+	// <token>" on enrichment requests; others get 401.
+	EnrichmentToken string
+	// CRMToken, when set, is required likewise on every CRM request.
+	CRMToken string
+	// NotifyToken, when set, is required likewise on notifications.
+	NotifyToken string
+	// CreateConflict makes POST /crm/leads answer 409 when a record for the
+	// external_ref exists, instead of creating another one.
+	CreateConflict bool
+	// Logger receives one event per request; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is the fake downstream: an http.Handler serving the enrichment
+// service, the CRM and the notification service, with faults on demand and a
+// record of what it received. Its methods are safe for concurrent use.
+//
+// Call Close before closing the HTTP server that serves it, so that hung
+// requests end: with httptest, register s.Close after ts.Close in t.Cleanup
+// (cleanups run last-registered first). The fake starts no goroutines of its
+// own.
+type Server struct {
+	opts   Options
+	logger *slog.Logger
+	mux    *http.ServeMux
+
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	mu            sync.Mutex
+	faults        map[Target]*faults
+	requests      map[Target]int
+	crm           map[string]*crmEntry
+	crmSeq        int
+	notifications map[string]*notification
+	enrichCalls   int
+}
+
+// crmEntry is what the CRM holds for one external_ref.
+type crmEntry struct {
+	ids      []string
+	writes   int
+	lastBody []byte
+	key      string
+}
+
+// notification is what the notification service holds for one key.
+type notification struct {
+	deliveries int
+	firstBody  []byte
+}
+
+// New returns a Server with opts (nil means the zero Options).
+func New(opts *Options) *Server {
+	s := &Server{closed: make(chan struct{})}
+	if opts != nil {
+		s.opts = *opts
+	}
+	s.logger = s.opts.Logger
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	s.reset()
+	s.mux = http.NewServeMux()
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("POST /enrichment", s.serve(Enrichment, s.enrich))
+	s.mux.HandleFunc("PUT /crm/leads/{ref}", s.serve(CRMUpsert, s.crmUpsert))
+	s.mux.HandleFunc("POST /crm/leads", s.serve(CRMCreate, s.crmCreate))
+	s.mux.HandleFunc("GET /crm/leads", s.serve(CRMLookup, s.crmLookup))
+	s.mux.HandleFunc("POST /notify", s.serve(Notify, s.notify))
+
+	s.mux.HandleFunc("POST /_fake/script", s.handleScript)
+	s.mux.HandleFunc("POST /_fake/chaos", s.handleChaos)
+	s.mux.HandleFunc("POST /_fake/reset", s.handleReset)
+	s.mux.HandleFunc("GET /_fake/state", s.handleState)
+}
+
+// ServeHTTP serves
+//
+//	POST /enrichment                 enrichment
+//	PUT  /crm/leads/{external_ref}   CRM upsert
+//	POST /crm/leads                  CRM create (not idempotent)
+//	GET  /crm/leads?external_ref=X   CRM look-up
+//	POST /notify                     notification
+//
+// and the control API: POST /_fake/script, POST /_fake/chaos, POST
+// /_fake/reset and GET /_fake/state.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// Close ends every hung or delayed request at once, now and from now on;
+// the Server otherwise keeps answering. It is safe to call more than once.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() { close(s.closed) })
+}
+
+// Script queues faults for target: each of its next requests meets the next
+// fault, before any chaos; then normal behaviour (or chaos) resumes.
+func (s *Server) Script(target Target, faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fs := s.faultsOf(target)
+	fs.script = append(fs.script, faults...)
+}
+
+// SetChaos sets target's random fault mix, replacing the previous one and
+// restarting its generator from c.Seed and the target; the zero Chaos turns
+// it off. It
+// returns an error for rates outside [0, 1] or adding up to more than 1.
+func (s *Server) SetChaos(target Target, c Chaos) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fs := s.faultsOf(target)
+	fs.chaos, fs.rng = c, nil
+	if !c.isZero() {
+		// The target is mixed in so that targets given one seed do not
+		// fail in step: a lead's enrichment and CRM calls would otherwise
+		// meet the same fate.
+		h := fnv.New64a()
+		h.Write([]byte(target))
+		fs.rng = rand.New(rand.NewPCG(c.Seed, h.Sum64()))
+	}
+	return nil
+}
+
+// Reset forgets every record, notification, count, scripted fault and chaos
+// mix, as if the Server were new; its Options stay.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reset()
+}
+
+func (s *Server) reset() {
+	s.faults = make(map[Target]*faults)
+	s.requests = make(map[Target]int)
+	s.crm = make(map[string]*crmEntry)
+	s.crmSeq = 0
+	s.notifications = make(map[string]*notification)
+	s.enrichCalls = 0
+}
+
+// faultsOf returns target's faults; s.mu must be held.
+func (s *Server) faultsOf(target Target) *faults {
+	fs := s.faults[target]
+	if fs == nil {
+		fs = &faults{}
+		s.faults[target] = fs
+	}
+	return fs
+}
+
+// reply is a handler's answer, written unless a fault withholds it.
+type reply struct {
+	status int
+	body   any
+}
+
+// serve wraps h, the normal behaviour of target, with the counting, the
+// faults, the authentication and the logging that every target shares.
+func (s *Server) serve(target Target, h func(*http.Request, []byte) reply) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.requests[target]++
+		f := s.faultsOf(target).next()
+		s.mu.Unlock()
+
+		// Reading the body to its end first also lets net/http notice a
+		// client that gives up, which is what ends a hang.
+		body, readErr := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		ref := externalRef(r, body)
+		log := func(status int, outcome string) {
+			attrs := []slog.Attr{
+				slog.String("method", r.Method),
+				slog.String("path", pathTemplate(r)),
+				slog.Int("status", status),
+			}
+			if ref != "" {
+				attrs = append(attrs, slog.String("external_ref", ref))
+			}
+			if outcome != "" {
+				attrs = append(attrs, slog.String("fault", outcome))
+			}
+			s.logger.LogAttrs(r.Context(), slog.LevelInfo, "fake downstream request", attrs...)
+		}
+
+		if f.Delay > 0 && !s.sleep(r.Context(), f.Delay) {
+			drop(w)
+			log(0, f.String()+" (client gave up)")
+			return
+		}
+		switch {
+		case f.Hang:
+			s.hang(w, r)
+			log(0, f.String())
+			return
+		case f.DropBeforeApply:
+			drop(w)
+			log(0, f.String())
+			return
+		case f.Status != 0:
+			if f.RetryAfter != "" {
+				w.Header().Set("Retry-After", f.RetryAfter)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(f.Status)
+			if f.Body != "" {
+				io.WriteString(w, f.Body)
+			} else {
+				io.WriteString(w, `{"error":"injected fault"}`+"\n")
+			}
+			log(f.Status, f.String())
+			return
+		}
+
+		var rep reply
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(readErr, &tooLarge):
+			rep = errorReply(http.StatusRequestEntityTooLarge, "body too large")
+		case readErr != nil:
+			rep = errorReply(http.StatusBadRequest, "unreadable body")
+		case !s.authorized(target, r):
+			rep = errorReply(http.StatusUnauthorized, "unauthorized")
+		default:
+			rep = h(r, body)
+		}
+
+		switch {
+		case f.HangAfterApply:
+			s.hang(w, r)
+			log(0, f.String())
+		case f.DropAfterApply:
+			drop(w)
+			log(0, f.String())
+		default:
+			writeJSON(w, rep.status, rep.body)
+			log(rep.status, f.String())
+		}
+	}
+}
+
+// sleep waits d, or until the Server is closed; it reports false when the
+// client gave up first.
+func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.closed:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// hang holds the request until the client gives up or the Server is closed,
+// then closes the connection without an answer.
+func (s *Server) hang(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-s.closed:
+	}
+	drop(w)
+}
+
+// drop closes the request's connection without answering. HTTP/1.x
+// connections are hijacked and closed; elsewhere (HTTP/2) the handler aborts,
+// which resets the stream.
+func drop(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
+
+func (s *Server) authorized(target Target, r *http.Request) bool {
+	var token string
+	switch target {
+	case Enrichment:
+		token = s.opts.EnrichmentToken
+	case CRMUpsert, CRMCreate, CRMLookup:
+		token = s.opts.CRMToken
+	case Notify:
+		token = s.opts.NotifyToken
+	}
+	if token == "" {
+		return true
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// enrich answers from the email's domain alone: the same domain always gets
+// the same answer, and one ending in ".nodata" gets 404.
+func (s *Server) enrich(_ *http.Request, body []byte) reply {
+	var req struct {
+		LeadID  string `json:"lead_id"`
+		Email   string `json:"email"`
+		Company string `json:"company"`
+		Website string `json:"website"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return errorReply(http.StatusBadRequest, "invalid JSON")
+	}
+	at := strings.LastIndexByte(req.Email, '@')
+	if at < 1 || at == len(req.Email)-1 {
+		return errorReply(http.StatusBadRequest, "email is not local@domain")
+	}
+	domain := strings.ToLower(req.Email[at+1:])
+
+	s.mu.Lock()
+	s.enrichCalls++
+	s.mu.Unlock()
+
+	if strings.HasSuffix(domain, ".nodata") {
+		return errorReply(http.StatusNotFound, "no data")
+	}
+	return reply{http.StatusOK, enrichment(domain)}
+}
+
+// EnrichmentFor returns the answer the fake gives for an email at domain
+// (without the "@"): what a test expects the worker to have received. It
+// reports false for a domain without data (ending in ".nodata").
+func EnrichmentFor(domain string) (EnrichmentAnswer, bool) {
+	domain = strings.ToLower(domain)
+	if strings.HasSuffix(domain, ".nodata") {
+		return EnrichmentAnswer{}, false
+	}
+	return enrichment(domain).EnrichmentAnswer, true
+}
+
+// EnrichmentAnswer is the enrichment service's answer for one domain.
+type EnrichmentAnswer struct {
+	CompanySize int    `json:"company_size"`
+	Industry    string `json:"industry"`
+	Seniority   string `json:"seniority"`
+	Country     string `json:"country"`
+}
+
+// enrichmentBody is the answer on the wire, with members the contract does
+// not name: clients must ignore them.
+type enrichmentBody struct {
+	EnrichmentAnswer
+	Confidence float64 `json:"confidence"`
+	Meta       struct {
+		Source   string   `json:"source"`
+		Sections []string `json:"sections"`
+	} `json:"meta"`
+}
+
+func enrichment(domain string) enrichmentBody {
+	h := fnv.New64a()
+	h.Write([]byte(domain))
+	x := h.Sum64()
+	sizes := []int{4, 12, 35, 80, 240, 600, 1500, 8000}
+	industries := []string{"software", "finance", "healthcare", "manufacturing", "retail", "education", "logistics", "media"}
+	seniorities := []string{"junior", "mid", "senior", "director", "executive"}
+	countries := []string{"US", "GB", "DE", "FR", "NL", "ES", "IT", "SE", "CA", "AU"}
+	var b enrichmentBody
+	b.CompanySize = sizes[x%uint64(len(sizes))]
+	b.Industry = industries[(x>>8)%uint64(len(industries))]
+	b.Seniority = seniorities[(x>>16)%uint64(len(seniorities))]
+	b.Country = countries[(x>>24)%uint64(len(countries))]
+	b.Confidence = float64((x>>32)%100) / 100
+	b.Meta.Source = "fake"
+	b.Meta.Sections = []string{"firmographics", "contact"}
+	return b
+}
+
+// crmUpsert creates the record of the path's external_ref (201) or updates
+// it (200), answering its id either way.
+func (s *Server) crmUpsert(r *http.Request, body []byte) reply {
+	ref := r.PathValue("ref")
+	got, rep, ok := leadRef(body)
+	if !ok {
+		return rep
+	}
+	if got != ref {
+		return errorReply(http.StatusBadRequest, "external_ref differs from the path's")
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key != ref {
+		return errorReply(http.StatusBadRequest, "Idempotency-Key must equal the external_ref")
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.crm[ref]
+	status := http.StatusOK
+	if e == nil || len(e.ids) == 0 {
+		e = s.crmRecord(ref)
+		status = http.StatusCreated
+	}
+	e.writes++
+	e.lastBody, e.key = body, key
+	return reply{status, map[string]string{"id": e.ids[0]}}
+}
+
+// crmCreate creates a new record on every call, even for an external_ref
+// that has one: a duplicate request leaves a duplicate record. With
+// CreateConflict, an existing record gets 409 instead.
+func (s *Server) crmCreate(r *http.Request, body []byte) reply {
+	ref, rep, ok := leadRef(body)
+	if !ok {
+		return rep
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key != "" && key != ref {
+		return errorReply(http.StatusBadRequest, "Idempotency-Key must equal the external_ref")
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.crm[ref]; e != nil && len(e.ids) > 0 && s.opts.CreateConflict {
+		return reply{http.StatusConflict, map[string]string{"error": "conflict", "id": e.ids[0]}}
+	}
+	e := s.crmRecord(ref)
+	e.writes++
+	e.lastBody, e.key = body, key
+	return reply{http.StatusCreated, map[string]string{"id": e.ids[len(e.ids)-1]}}
+}
+
+// crmRecord adds a record for ref and returns its entry; s.mu must be held.
+func (s *Server) crmRecord(ref string) *crmEntry {
+	e := s.crm[ref]
+	if e == nil {
+		e = &crmEntry{}
+		s.crm[ref] = e
+	}
+	s.crmSeq++
+	e.ids = append(e.ids, fmt.Sprintf("crm_%06d", s.crmSeq))
+	return e
+}
+
+// crmLookup answers the id of the first record of an external_ref.
+func (s *Server) crmLookup(r *http.Request, _ []byte) reply {
+	ref := r.URL.Query().Get("external_ref")
+	if ref == "" {
+		return errorReply(http.StatusBadRequest, "external_ref query parameter missing")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.crm[ref]; e != nil && len(e.ids) > 0 {
+		return reply{http.StatusOK, map[string]string{"id": e.ids[0]}}
+	}
+	return errorReply(http.StatusNotFound, "not found")
+}
+
+// leadRef returns the external_ref of a lead sent to the CRM, or the 400
+// that a body without one, or not a JSON object, gets.
+func leadRef(body []byte) (string, reply, bool) {
+	var lead map[string]json.RawMessage
+	if err := json.Unmarshal(body, &lead); err != nil || lead == nil {
+		return "", errorReply(http.StatusBadRequest, "invalid JSON"), false
+	}
+	var ref string
+	if err := json.Unmarshal(lead["external_ref"], &ref); err != nil || ref == "" {
+		return "", errorReply(http.StatusBadRequest, "external_ref missing"), false
+	}
+	return ref, reply{}, true
+}
+
+// notify delivers a notification once per Idempotency-Key: the first
+// delivery gets 202, repeats 200, and both are counted.
+func (s *Server) notify(r *http.Request, body []byte) reply {
+	var msg map[string]json.RawMessage
+	if err := json.Unmarshal(body, &msg); err != nil || msg == nil {
+		return errorReply(http.StatusBadRequest, "invalid JSON")
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		return errorReply(http.StatusBadRequest, "Idempotency-Key missing")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.notifications[key]; n != nil {
+		n.deliveries++
+		return reply{http.StatusOK, map[string]string{"status": "duplicate"}}
+	}
+	s.notifications[key] = &notification{deliveries: 1, firstBody: body}
+	return reply{http.StatusAccepted, map[string]string{"status": "sent"}}
+}
+
+func errorReply(status int, msg string) reply {
+	return reply{status, map[string]string{"error": msg}}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// externalRef finds the request's external_ref for the logs: in the path,
+// the query or the body, whichever has one.
+func externalRef(r *http.Request, body []byte) string {
+	if ref := r.PathValue("ref"); ref != "" {
+		return ref
+	}
+	if ref := r.URL.Query().Get("external_ref"); ref != "" {
+		return ref
+	}
+	var v struct {
+		ExternalRef string `json:"external_ref"`
+	}
+	_ = json.Unmarshal(body, &v)
+	return v.ExternalRef
+}
+
+// pathTemplate is the route's path, with {ref} rather than the reference.
+func pathTemplate(r *http.Request) string {
+	if _, path, ok := strings.Cut(r.Pattern, " "); ok {
+		return path
+	}
+	return r.Pattern
+}
