@@ -1,0 +1,132 @@
+// Command fakedownstream serves the fake enrichment service, CRM and
+// notification service of package downstream/fake, for the local demo and
+// the chaos soak. Point the worker at it with
+//
+//	ENRICHMENT_URL=http://ADDR/enrichment CRM_URL=http://ADDR/crm NOTIFY_URL=http://ADDR/notify
+//
+// and drive its faults and read what it received under /_fake/ (script,
+// chaos, reset, state). On start it logs one JSON line, "fake downstream
+// listening", whose addr attribute is the real host:port (useful with port
+// 0). It stops gracefully on SIGTERM or SIGINT.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/process"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "fakedownstream:", err)
+		os.Exit(1)
+	}
+}
+
+// shutdownTimeout bounds the graceful stop; hung requests end at once.
+const shutdownTimeout = 5 * time.Second
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	fs := flag.NewFlagSet("fakedownstream", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: fakedownstream [flags]\n\nEach flag defaults to the environment variable named in its description.\n\n")
+		fs.PrintDefaults()
+	}
+	addr := fs.String("addr", envOr("FAKE_ADDR", "127.0.0.1:9090"), "listen address (FAKE_ADDR)")
+	chaosSpec := fs.String("chaos", os.Getenv("FAKE_CHAOS"), `random faults for every target, e.g. "fail=0.1,hang=0.01,drop=0.05,delay=200ms,seed=1" (FAKE_CHAOS)`)
+	conflictDefault, err := envBool("FAKE_CREATE_CONFLICT")
+	if err != nil {
+		return err
+	}
+	createConflict := fs.Bool("create-conflict", conflictDefault, "POST /crm/leads answers 409 for an external_ref that has a record (FAKE_CREATE_CONFLICT)")
+	enrichmentToken := fs.String("enrichment-token", os.Getenv("ENRICHMENT_TOKEN"), "bearer token required by the enrichment service (ENRICHMENT_TOKEN)")
+	crmToken := fs.String("crm-token", os.Getenv("CRM_TOKEN"), "bearer token required by the CRM (CRM_TOKEN)")
+	notifyToken := fs.String("notify-token", os.Getenv("NOTIFY_TOKEN"), "bearer token required by the notification service (NOTIFY_TOKEN)")
+	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (try -h)", fs.Arg(0))
+	}
+
+	chaos, err := fake.ParseChaos(*chaosSpec)
+	if err != nil {
+		return fmt.Errorf("FAKE_CHAOS: %w", err)
+	}
+	logger, err := process.NewLogger(stdout, "json", *logLevel)
+	if err != nil {
+		return err
+	}
+
+	s := fake.New(&fake.Options{
+		EnrichmentToken: *enrichmentToken,
+		CRMToken:        *crmToken,
+		NotifyToken:     *notifyToken,
+		CreateConflict:  *createConflict,
+		Logger:          logger,
+	})
+	for _, t := range fake.Targets() {
+		if err := s.SetChaos(t, chaos); err != nil {
+			return fmt.Errorf("FAKE_CHAOS: %w", err)
+		}
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("FAKE_ADDR: %w", err)
+	}
+	logger.Info("fake downstream listening", slog.String("addr", ln.Addr().String()), slog.String("chaos", *chaosSpec))
+
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	// Shutdown waits for requests in flight; hung ones would hold it.
+	srv.RegisterOnShutdown(s.Close)
+	err = process.Serve(ctx, srv, ln, shutdownTimeout)
+	logger.Info("fake downstream stopped")
+	return err
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// envBool reads a boolean variable; unset or empty is false.
+func envBool(name string) (bool, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s: %q is not a boolean", name, v)
+	}
+	return b, nil
+}
