@@ -145,7 +145,7 @@ func runMigrate(ctx context.Context, stdout io.Writer) error {
 }
 
 func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
-	pool, err := process.OpenPool(ctx, cfg.DatabaseURL, process.PoolOpts{MaxConns: 32, ApplicationName: "leadintake-api"})
+	pool, err := process.OpenPool(ctx, cfg.DatabaseURL, process.PoolOpts{MaxConns: 16, ApplicationName: "leadintake-api"})
 	if err != nil {
 		return err
 	}

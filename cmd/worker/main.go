@@ -133,9 +133,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 func work(ctx context.Context, cfg *config, logger *slog.Logger) error {
-	// Workers, River's producer, completer and maintenance, and a margin.
+	// A job holds a connection only while it reads or writes its lead, not
+	// during downstream calls, so the pool is smaller than the concurrency.
 	pool, err := process.OpenPool(ctx, cfg.DatabaseURL, process.PoolOpts{
-		MaxConns:        int32(cfg.WorkerConcurrency + 10),
+		MaxConns:        int32(min(cfg.WorkerConcurrency+5, 20)),
 		ApplicationName: "leadintake-worker",
 	})
 	if err != nil {
