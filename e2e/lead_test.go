@@ -207,4 +207,3 @@ func TestGracefulStop(t *testing.T) {
 		t.Fatalf("api exit: %v", err)
 	}
 }
-

@@ -194,4 +194,3 @@ func nilIfEmpty(s string) *string {
 	}
 	return &s
 }
-
