@@ -152,7 +152,7 @@ func (c *Client) Enrich(ctx context.Context, req *EnrichmentRequest) (*Enrichmen
 func (c *Client) UpsertLead(ctx context.Context, lead *CRMLead) (string, error) {
 	u := c.crmBase + "/leads/" + url.PathEscape(lead.ExternalRef)
 	var out crmAnswer
-	if _, err := c.do(ctx, c.crm, TargetCRMUpsert, http.MethodPut, u, lead, lead.ExternalRef, true, &out, http.StatusOK, http.StatusCreated); err != nil {
+	if _, err := c.do(ctx, c.crm, TargetCRMUpsert, http.MethodPut, u, lead, lead.ExternalRef, false, &out, http.StatusOK, http.StatusCreated); err != nil {
 		return "", err
 	}
 	return out.id(TargetCRMUpsert)
@@ -186,7 +186,7 @@ func (c *Client) LookupLead(ctx context.Context, externalRef string) (id string,
 // Notify sends the sales notification, with Idempotency-Key
 // external_ref + ":notify" so that a repeat is recognised as one.
 func (c *Client) Notify(ctx context.Context, n *Notification) error {
-	_, err := c.do(ctx, c.notify, TargetNotify, http.MethodPost, c.notify.url, n, n.ExternalRef+":notify", true, nil)
+	_, err := c.do(ctx, c.notify, TargetNotify, http.MethodPost, c.notify.url, n, n.ExternalRef+":notify", false, nil)
 	return err
 }
 
