@@ -153,7 +153,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 
 	// An insert-only River client: no queues, never started.
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:      logger.With(slog.String("component", "river")),
+		Logger:      process.RiverLogger(logger, cfg.LogLevel),
 		MaxAttempts: cfg.JobMaxAttempts,
 	})
 	if err != nil {

@@ -174,7 +174,8 @@ func work(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	river.AddWorker(workers, jobs.NewReconcileWorker(jobsCfg))
 
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger: logger.With(slog.String("component", "river")),
+		// River reports routine counts at info level: warnings and up only.
+		Logger: process.RiverLogger(logger, cfg.LogLevel),
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault:    {MaxWorkers: cfg.WorkerConcurrency},
 			jobs.QueueMaintenance: {MaxWorkers: 2},

@@ -109,3 +109,31 @@ func Serve(ctx context.Context, srv *http.Server, ln net.Listener, shutdownTimeo
 	}
 	return nil
 }
+
+// RiverLogger returns the logger for River: the same handler as logger,
+// tagged component=river, at warn level and up unless level is debug (River
+// reports routine job counts at info level every few seconds).
+func RiverLogger(logger *slog.Logger, level string) *slog.Logger {
+	min := slog.LevelWarn
+	if level == "debug" {
+		min = slog.LevelDebug
+	}
+	return slog.New(&minLevelHandler{Handler: logger.Handler(), min: min}).With(slog.String("component", "river"))
+}
+
+type minLevelHandler struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h *minLevelHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h *minLevelHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return &minLevelHandler{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h *minLevelHandler) WithGroup(name string) slog.Handler {
+	return &minLevelHandler{Handler: h.Handler.WithGroup(name), min: h.min}
+}
