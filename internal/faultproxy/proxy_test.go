@@ -32,12 +32,26 @@ const patience = 30 * time.Second
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
-		if leaked := proxyGoroutines(); len(leaked) > 0 {
+		if leaked := lingeringProxyGoroutines(); len(leaked) > 0 {
 			fmt.Fprintf(os.Stderr, "faultproxy: %d goroutines outlived the tests:\n\n%s\n", len(leaked), strings.Join(leaked, "\n\n"))
 			code = 1
 		}
 	}
 	os.Exit(code)
+}
+
+// lingeringProxyGoroutines returns the stacks of the goroutines still
+// running a Proxy method after a short grace: a goroutine that Close has
+// waited for has signalled its end, but may take a moment more to exit.
+func lingeringProxyGoroutines() []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		found := proxyGoroutines()
+		if len(found) == 0 || time.Now().After(deadline) {
+			return found
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // proxyGoroutines returns the stacks of the goroutines running a Proxy
@@ -459,7 +473,7 @@ func TestCloseEndsEveryGoroutine(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if leaked := proxyGoroutines(); len(leaked) > 0 {
+	if leaked := lingeringProxyGoroutines(); len(leaked) > 0 {
 		t.Fatalf("%d goroutines still run after Close returned:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 	}
 	requireClosed(t, forwarded)
