@@ -103,7 +103,9 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 		return 0
 	}
 	var d time.Duration
-	if secs, err := strconv.Atoi(v); err == nil {
+	// Atoi clamps a number too large for an int, and says so with ErrRange:
+	// a delay that long is the cap, not garbage.
+	if secs, err := strconv.Atoi(v); err == nil || errors.Is(err, strconv.ErrRange) {
 		if secs < 0 {
 			return 0
 		}
