@@ -233,6 +233,8 @@ func TestClientRetryAfter(t *testing.T) {
 		{"SecondsOnRequestTimeout", http.StatusRequestTimeout, seconds("5"), 5 * time.Second, 5 * time.Second},
 		{"SecondsCappedAtAnHour", http.StatusServiceUnavailable, seconds("7200"), time.Hour, time.Hour},
 		{"HugeSecondsCappedAtAnHour", http.StatusServiceUnavailable, seconds("1000000000000"), time.Hour, time.Hour},
+		{"OverflowingSecondsCappedAtAnHour", http.StatusServiceUnavailable, seconds("99999999999999999999999"), time.Hour, time.Hour},
+		{"OverflowingNegativeSeconds", http.StatusServiceUnavailable, seconds("-99999999999999999999999"), 0, 0},
 		// An HTTP date has whole seconds, and the call takes a moment.
 		{"HTTPDate", http.StatusServiceUnavailable, date(90 * time.Second), 80 * time.Second, 90 * time.Second},
 		{"HTTPDateCappedAtAnHour", http.StatusServiceUnavailable, date(3 * time.Hour), time.Hour, time.Hour},
