@@ -205,8 +205,8 @@ func (a *crmAnswer) id(target string) (string, error) {
 
 // do makes one call. ok lists the success statuses (any 2xx when empty). A
 // 404 is reported as found == false when notFoundOK, and as a permanent
-// error otherwise. replayable says whether net/http may re-send the request
-// by itself on a dropped kept-alive connection.
+// error otherwise. A create (TargetCRMCreate) is never re-sent by net/http
+// itself on a dropped kept-alive connection.
 func (c *Client) do(ctx context.Context, ep endpoint, target, method, u string, body any, idemKey string, notFoundOK bool, out any, ok ...int) (found bool, err error) {
 	start := time.Now()
 	result := "success"
