@@ -70,14 +70,24 @@ type config struct {
 }
 
 func (c *config) validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"DOWNSTREAM_TIMEOUT", c.DownstreamTimeout}, {"JOB_TIMEOUT", c.JobTimeout},
+		{"RETRY_BASE_DELAY", c.RetryBaseDelay}, {"KEY_RETENTION", c.KeyRetention},
+		{"CLEANUP_INTERVAL", c.CleanupInterval}, {"RECONCILE_INTERVAL", c.ReconcileInterval},
+		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s must be positive", d.name)
+		}
+	}
 	switch {
 	case c.CRMMode != jobs.CRMModeUpsert && c.CRMMode != jobs.CRMModeCreate:
 		return fmt.Errorf("CRM_MODE: %q is not one of upsert, create", c.CRMMode)
 	case !c.SimulateDownstream && (c.EnrichmentURL == "" || c.CRMURL == "" || c.NotifyURL == ""):
 		return errors.New("ENRICHMENT_URL, CRM_URL and NOTIFY_URL are required unless SIMULATE_DOWNSTREAM=true")
-	case c.DownstreamTimeout <= 0, c.JobTimeout <= 0, c.RetryBaseDelay <= 0, c.KeyRetention <= 0,
-		c.CleanupInterval <= 0, c.ReconcileInterval <= 0, c.ShutdownTimeout <= 0:
-		return errors.New("durations must be positive")
 	case c.RetryMaxDelay < c.RetryBaseDelay:
 		return errors.New("RETRY_MAX_DELAY must be at least RETRY_BASE_DELAY")
 	case c.RescueStuckAfter < c.JobTimeout:
