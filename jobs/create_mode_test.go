@@ -1,0 +1,119 @@
+package jobs_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/leadintake/leadintake/downstream"
+	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/jobs"
+)
+
+// The CRM in create mode: a POST is not idempotent, so after any outcome
+// that may have created the record the worker looks the reference up before
+// it ever posts again. Whatever the faults, the CRM ends with one record.
+func TestProcessLeadCreateMode(t *testing.T) {
+	t.Parallel()
+
+	tests := []struct {
+		name string
+		opts setupOpts
+		// before runs before the submission, with the lead's reference.
+		before func(t *testing.T, bundle *testBundle, ref string)
+		faults []fake.Fault
+		// posts and lookups are the requests the CRM should receive.
+		posts, lookups int
+	}{
+		{
+			name:  "CreatesOneRecord",
+			posts: 1, lookups: 0,
+		},
+		{
+			name:   "LooksUpAfterLostAnswer",
+			faults: []fake.Fault{{DropAfterApply: true}},
+			posts:  1, lookups: 1,
+		},
+		{
+			name:   "LooksUpAfterTimeout",
+			opts:   setupOpts{Timeout: 2 * time.Second},
+			faults: []fake.Fault{{HangAfterApply: true}},
+			posts:  1, lookups: 1,
+		},
+		{
+			name:   "LooksUpAfterServerErrorAndPostsAgainOnNotFound",
+			faults: []fake.Fault{{Status: http.StatusServiceUnavailable}},
+			posts:  2, lookups: 1,
+		},
+		{
+			// Refused for now, certainly not applied: no look-up needed.
+			name:   "PostsAgainAfterTooManyRequests",
+			faults: []fake.Fault{{Status: http.StatusTooManyRequests}},
+			posts:  2, lookups: 0,
+		},
+		{
+			name:   "PostsAgainAfterConnectionDroppedBeforeApply",
+			faults: []fake.Fault{{DropBeforeApply: true}},
+			posts:  2, lookups: 1,
+		},
+		{
+			name: "AcceptsConflictThroughLookup",
+			opts: setupOpts{Fake: fake.Options{CreateConflict: true}},
+			before: func(t *testing.T, bundle *testBundle, ref string) {
+				// The record exists already, made by an earlier life of
+				// the key.
+				if _, err := bundle.crm.UpsertLead(context.Background(), &downstream.CRMLead{
+					ExternalRef: ref, Email: "ada@example.com", Source: "referral",
+				}); err != nil {
+					t.Fatalf("pre-existing record: %v", err)
+				}
+			},
+			posts: 1, lookups: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			opts := tt.opts
+			opts.CRMMode = jobs.CRMModeCreate
+			bundle := setup(t, &opts)
+			bundle.fake.Script(fake.CRMCreate, tt.faults...)
+			key := newKey()
+			if tt.before != nil {
+				tt.before(t, bundle, intake.ExternalRef(clientID, key))
+			}
+			sub := bundle.submitWith(t, bundle.store, key, adaBody)
+
+			got := bundle.waitFinished(t, sub.Key)
+			rec := bundle.crmRecord(t, sub.Ref)
+			requireCompleted(t, got, completedBody(sub.LeadID, rec.IDs[0], 85, "hot", true))
+			if n := bundle.fake.Requests(fake.CRMCreate); n != tt.posts {
+				t.Errorf("%d posts, want %d", n, tt.posts)
+			}
+			if n := bundle.fake.Requests(fake.CRMLookup); n != tt.lookups {
+				t.Errorf("%d look-ups, want %d", n, tt.lookups)
+			}
+			if n := bundle.fake.Requests(fake.CRMUpsert); n != 0 && tt.before == nil {
+				t.Errorf("%d upserts in create mode", n)
+			}
+			if n, _ := bundle.fake.Notification(sub.Ref + ":notify"); n.Deliveries != 1 {
+				t.Errorf("%d notification deliveries, want 1", n.Deliveries)
+			}
+		})
+	}
+
+	t.Run("RejectsOnClientError", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, &setupOpts{CRMMode: jobs.CRMModeCreate})
+		bundle.fake.Script(fake.CRMCreate, fake.Fault{Status: http.StatusBadRequest})
+		sub := bundle.submit(t, adaBody)
+
+		got := bundle.waitFinished(t, sub.Key)
+		requireFailed(t, got, sub.LeadID, http.StatusUnprocessableEntity, "crm_rejected")
+		if n := bundle.fake.Requests(fake.Notify); n != 0 {
+			t.Errorf("%d notifications sent for a refused lead, want none", n)
+		}
+	})
+}

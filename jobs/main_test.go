@@ -1,0 +1,560 @@
+package jobs_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/leadintake/leadintake/downstream"
+	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/internal/dbtest"
+	"github.com/leadintake/leadintake/jobs"
+)
+
+// patience bounds every wait for something that must happen. It is far
+// longer than anything takes on a healthy machine; a test waits that long
+// only when it is failing.
+const patience = 30 * time.Second
+
+// clientID is the API client every test submits as.
+const clientID = "client-a"
+
+// Tokens the worker sends and the fake requires.
+const (
+	enrichmentToken = "enrichment-token"
+	crmToken        = "crm-token"
+	notifyToken     = "notify-token"
+)
+
+// Leads the tests submit, with the score and tier the contract gives them
+// (40, +15 company, +10 phone, +20 referral / +15 linkedin / +5 ads, +10
+// enrichment data; hot from 80, warm from 55). The fake has data for every
+// domain but those ending in ".nodata".
+const (
+	// adaBody scores 40+15+20 = 75 (warm) without enrichment, 85 (hot)
+	// with it.
+	adaBody = `{"email":"ada@example.com","source":"referral","name":"Ada Lovelace","company":"Analytical Engines"}`
+	// noDataBody scores 40+10+15 = 65 (warm): its domain has no data.
+	noDataBody = `{"email":"grace@navy.nodata","source":"linkedin","name":"Grace Hopper","phone":"+1 555 0100"}`
+)
+
+// setupOpts configure setup; zero fields take defaults.
+type setupOpts struct {
+	// CRMMode is the worker's; default upsert.
+	CRMMode string
+	// MaxAttempts of a lead job; default 5.
+	MaxAttempts int
+	// Timeout is the downstream client's per-call timeout; default
+	// patience.
+	Timeout time.Duration
+	// Fake configures the fake downstream; setup adds the tokens.
+	Fake fake.Options
+	// Downstream replaces the client on the fake (the Simulator).
+	Downstream jobs.Downstream
+}
+
+// testBundle is a worker as cmd/worker runs it: a started River client with
+// the three workers, on a database of its own, calling the fake downstream
+// over real HTTP; and the key store the API claims with.
+type testBundle struct {
+	pool  *pgxpool.Pool
+	river *river.Client[pgx.Tx]
+	store *intake.Store
+	fake  *fake.Server
+	// crm reaches the fake's CRM directly, for records made behind the
+	// worker's back.
+	crm  *downstream.Client
+	hits *hitLog
+}
+
+func setup(t *testing.T, opts *setupOpts) *testBundle {
+	t.Helper()
+	if opts == nil {
+		opts = &setupOpts{}
+	}
+	dbURL, _ := dbtest.New(t)
+	pool := openPool(t, dbURL)
+
+	var logs lockedBuffer
+	t.Cleanup(func() {
+		// Runs after the River client stopped (cleanups run last first):
+		// the log is complete.
+		if t.Failed() {
+			t.Logf("worker log:\n%s", logs.String())
+		}
+	})
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	fakeOpts := opts.Fake
+	fakeOpts.EnrichmentToken, fakeOpts.CRMToken, fakeOpts.NotifyToken = enrichmentToken, crmToken, notifyToken
+	fakeOpts.Logger = logger.With(slog.String("component", "fake"))
+	fk := fake.New(&fakeOpts)
+	hits := &hitLog{}
+	ts := httptest.NewServer(hits.wrap(fk))
+	t.Cleanup(ts.Close)
+	t.Cleanup(fk.Close) // first: ends hung requests, which ts.Close waits for
+
+	client, err := downstream.NewClient(downstream.Config{
+		EnrichmentURL: ts.URL + "/enrichment", CRMURL: ts.URL + "/crm", NotifyURL: ts.URL + "/notify",
+		EnrichmentToken: enrichmentToken, CRMToken: crmToken, NotifyToken: notifyToken,
+		Timeout: cmp.Or(opts.Timeout, patience),
+	})
+	if err != nil {
+		t.Fatalf("downstream client: %v", err)
+	}
+	ds := opts.Downstream
+	if ds == nil {
+		ds = client
+	}
+
+	cfg := jobs.Config{
+		Pool: pool, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
+		Logger: logger.With(slog.String("component", "jobs")),
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, jobs.NewProcessLeadWorker(cfg))
+	river.AddWorker(workers, jobs.NewCleanupWorker(cfg))
+	river.AddWorker(workers, jobs.NewReconcileWorker(cfg))
+	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Logger: logger.With(slog.String("component", "river")),
+		Queues: map[string]river.QueueConfig{
+			river.QueueDefault:    {MaxWorkers: 4},
+			jobs.QueueMaintenance: {MaxWorkers: 1},
+		},
+		Workers:     workers,
+		MaxAttempts: cmp.Or(opts.MaxAttempts, 5),
+		// Short, so that retries are fast; a Retry-After must win over Max.
+		RetryPolicy:       &jobs.RetryPolicy{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+		FetchCooldown:     10 * time.Millisecond,
+		FetchPollInterval: 50 * time.Millisecond,
+		TestOnly:          true,
+	})
+	if err != nil {
+		t.Fatalf("river client: %v", err)
+	}
+	if err := riverClient.Start(context.Background()); err != nil {
+		t.Fatalf("river start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		if err := riverClient.StopAndCancel(ctx); err != nil {
+			t.Errorf("river stop: %v", err)
+		}
+	})
+
+	return &testBundle{
+		pool:  pool,
+		river: riverClient,
+		store: intake.NewStore(pool, jobs.Enqueuer(riverClient)),
+		fake:  fk,
+		crm:   client,
+		hits:  hits,
+	}
+}
+
+// openPool opens a pool on the test database large enough for River's
+// listener, producer and completer, four workers and the test's own
+// queries.
+func openPool(t *testing.T, dbURL string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 12
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// newKey returns a fresh, valid idempotency key.
+func newKey() string { return "key-" + rand.Text()[:16] }
+
+// submission is one claimed enquiry.
+type submission struct {
+	Key    string
+	Ref    string
+	LeadID uuid.UUID
+	Body   string
+}
+
+// submit claims a new key for body exactly as the API does, enqueuing the
+// lead's job with the worker's River client.
+func (b *testBundle) submit(t *testing.T, body string) *submission {
+	t.Helper()
+	return b.submitWith(t, b.store, newKey(), body)
+}
+
+// submitWith claims key for body with store, which must find the key new.
+func (b *testBundle) submitWith(t *testing.T, store *intake.Store, key, body string) *submission {
+	t.Helper()
+	res := b.claimWith(t, store, key, body)
+	if res.Outcome != intake.OutcomeClaimed {
+		t.Fatalf("claim: outcome %s, want claimed", res.Outcome)
+	}
+	return &submission{Key: key, Ref: intake.ExternalRef(clientID, key), LeadID: res.LeadID, Body: body}
+}
+
+// claim claims key for body as the API does, whatever the key holds.
+func (b *testBundle) claim(t *testing.T, key, body string) *intake.ClaimResult {
+	t.Helper()
+	return b.claimWith(t, b.store, key, body)
+}
+
+func (b *testBundle) claimWith(t *testing.T, store *intake.Store, key, body string) *intake.ClaimResult {
+	t.Helper()
+	sub, err := intake.DecodeSubmission([]byte(body), &intake.DecodeOpts{})
+	if err != nil {
+		t.Fatalf("decode %s: %v", body, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	res, err := store.Claim(ctx, &intake.ClaimParams{
+		ClientID: clientID, Key: key, ExternalRef: intake.ExternalRef(clientID, key), Submission: sub,
+	})
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	return res
+}
+
+// storeEnqueuing is a key store whose claims enqueue with enqueue instead of
+// the worker's client: nil enqueues nothing (a job that is gone).
+func (b *testBundle) storeEnqueuing(enqueue intake.EnqueueFunc) *intake.Store {
+	if enqueue == nil {
+		enqueue = func(context.Context, pgx.Tx, uuid.UUID) error { return nil }
+	}
+	return intake.NewStore(b.pool, enqueue)
+}
+
+// keyRow is an idempotency_keys row.
+type keyRow struct {
+	State string
+	// Status and Body are the final response; 0 and nil while unfinished.
+	Status int
+	Body   map[string]any
+	// Raw is the body as stored.
+	Raw []byte
+}
+
+// key reads the key's row; ok is false when there is none.
+func (b *testBundle) key(t *testing.T, key string) (row keyRow, ok bool) {
+	t.Helper()
+	var status *int16
+	var raw *string
+	err := b.pool.QueryRow(context.Background(),
+		`SELECT state, response_status, response_body::text FROM idempotency_keys WHERE client_id = $1 AND key = $2`,
+		clientID, key).Scan(&row.State, &status, &raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return row, false
+	}
+	if err != nil {
+		t.Fatalf("read key: %v", err)
+	}
+	if status != nil {
+		row.Status = int(*status)
+	}
+	if raw != nil {
+		row.Raw = []byte(*raw)
+		if err := json.Unmarshal(row.Raw, &row.Body); err != nil {
+			t.Fatalf("stored body %s: %v", *raw, err)
+		}
+	}
+	return row, true
+}
+
+// waitKey polls the key until it is in one of states, and returns it.
+func (b *testBundle) waitKey(t *testing.T, key string, states ...string) keyRow {
+	t.Helper()
+	var row keyRow
+	waitFor(t, "key in state "+strings.Join(states, " or "), func() bool {
+		var ok bool
+		row, ok = b.key(t, key)
+		for _, s := range states {
+			if ok && row.State == s {
+				return true
+			}
+		}
+		return false
+	})
+	return row
+}
+
+// waitFinished polls the key until it is completed or failed.
+func (b *testBundle) waitFinished(t *testing.T, key string) keyRow {
+	t.Helper()
+	return b.waitKey(t, key, intake.StateCompleted, intake.StateFailed)
+}
+
+// leadRow is what the worker recorded of a lead.
+type leadRow struct {
+	Score             *int
+	Tier              *string
+	CRMState          string
+	CRMID             *string
+	EnrichmentOutcome *string
+	Warnings          []string
+	Finished          bool
+}
+
+func (b *testBundle) lead(t *testing.T, id uuid.UUID) leadRow {
+	t.Helper()
+	var l leadRow
+	var score *int16
+	err := b.pool.QueryRow(context.Background(), `
+SELECT score, tier, crm_state, crm_id, enrichment_outcome, warnings, finished_at IS NOT NULL
+FROM leads WHERE id = $1`, id).Scan(&score, &l.Tier, &l.CRMState, &l.CRMID, &l.EnrichmentOutcome, &l.Warnings, &l.Finished)
+	if err != nil {
+		t.Fatalf("read lead: %v", err)
+	}
+	if score != nil {
+		s := int(*score)
+		l.Score = &s
+	}
+	return l
+}
+
+// jobRow is a river_job row.
+type jobRow struct {
+	ID      int64
+	State   string
+	Attempt int
+	Errors  int
+}
+
+// leadJobs returns the process_lead jobs of a lead, oldest first.
+func (b *testBundle) leadJobs(t *testing.T, id uuid.UUID) []jobRow {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `
+SELECT id, state, attempt, coalesce(array_length(errors, 1), 0)
+FROM river_job WHERE kind = 'process_lead' AND args->>'lead_id' = $1 ORDER BY id`, id.String())
+	if err != nil {
+		t.Fatalf("read jobs: %v", err)
+	}
+	runs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[jobRow])
+	if err != nil {
+		t.Fatalf("read jobs: %v", err)
+	}
+	return runs
+}
+
+// requireJobs checks the states of a lead's jobs, oldest first.
+func (b *testBundle) requireJobs(t *testing.T, id uuid.UUID, states ...string) []jobRow {
+	t.Helper()
+	runs := b.leadJobs(t, id)
+	var got []string
+	for _, j := range runs {
+		got = append(got, j.State)
+	}
+	if !reflect.DeepEqual(got, states) {
+		t.Fatalf("jobs of the lead in states %v, want %v", got, states)
+	}
+	return runs
+}
+
+// waitJob polls the job until it is in state.
+func (b *testBundle) waitJob(t *testing.T, id int64, state string) {
+	t.Helper()
+	waitFor(t, "job in state "+state, func() bool {
+		var got string
+		if err := b.pool.QueryRow(context.Background(), `SELECT state FROM river_job WHERE id = $1`, id).Scan(&got); err != nil {
+			t.Fatalf("read job: %v", err)
+		}
+		return got == state
+	})
+}
+
+// insertJob inserts args with the worker's client and returns the job's id.
+func (b *testBundle) insertJob(t *testing.T, args river.JobArgs) int64 {
+	t.Helper()
+	res, err := b.river.Insert(context.Background(), args, nil)
+	if err != nil {
+		t.Fatalf("insert %s: %v", args.Kind(), err)
+	}
+	return res.Job.ID
+}
+
+// reconcile runs one round of the reconciler, as the periodic job does, and
+// waits for its end.
+func (b *testBundle) reconcile(t *testing.T) {
+	t.Helper()
+	b.waitJob(t, b.insertJob(t, jobs.ReconcileArgs{}), "completed")
+}
+
+// exec runs SQL on the test database.
+func (b *testBundle) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := b.pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// requireNoCalls checks that the fake received no request at all.
+func (b *testBundle) requireNoCalls(t *testing.T) {
+	t.Helper()
+	for _, target := range fake.Targets() {
+		if n := b.fake.Requests(target); n != 0 {
+			t.Errorf("%d %s requests, want none", n, target)
+		}
+	}
+}
+
+// crmRecord returns the CRM's one record for ref, failing the test unless
+// there is exactly one.
+func (b *testBundle) crmRecord(t *testing.T, ref string) fake.CRMRef {
+	t.Helper()
+	rec, ok := b.fake.CRM(ref)
+	if !ok || rec.Records != 1 {
+		t.Fatalf("CRM holds %d records for the lead, want 1 (%+v)", rec.Records, rec)
+	}
+	return rec
+}
+
+// completedBody is the contract's 201 body.
+func completedBody(leadID uuid.UUID, crmID string, score int, tier string, notified bool, warnings ...string) map[string]any {
+	w := []any{}
+	for _, s := range warnings {
+		w = append(w, s)
+	}
+	return map[string]any{
+		"status": "completed", "lead_id": leadID.String(), "crm_id": crmID,
+		"score": float64(score), "tier": tier, "notified": notified, "warnings": w,
+	}
+}
+
+// requireCompleted checks a key completed with the contract's 201 body.
+func requireCompleted(t *testing.T, got keyRow, want map[string]any) {
+	t.Helper()
+	if got.State != intake.StateCompleted || got.Status != http.StatusCreated {
+		t.Fatalf("key %s with status %d (%s), want completed with 201", got.State, got.Status, got.Raw)
+	}
+	if !reflect.DeepEqual(got.Body, want) {
+		t.Fatalf("body %s,\nwant %v", got.Raw, want)
+	}
+}
+
+// requireFailed checks a key failed with the contract's body: status
+// "failed", the lead, and an error with code and a message.
+func requireFailed(t *testing.T, got keyRow, leadID uuid.UUID, status int, code string) {
+	t.Helper()
+	if got.State != intake.StateFailed || got.Status != status {
+		t.Fatalf("key %s with status %d (%s), want failed with %d", got.State, got.Status, got.Raw, status)
+	}
+	e, _ := got.Body["error"].(map[string]any)
+	msg, _ := e["message"].(string)
+	if len(got.Body) != 3 || got.Body["status"] != "failed" || got.Body["lead_id"] != leadID.String() ||
+		len(e) != 2 || e["code"] != code || msg == "" {
+		t.Fatalf("body %s, want {status: failed, lead_id: %s, error: {code: %s, message}}", got.Raw, leadID, code)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after patience.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", patience, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// hitLog records when each request reached the fake.
+type hitLog struct {
+	mu   sync.Mutex
+	hits []hit
+}
+
+type hit struct {
+	method, path string
+	at           time.Time
+}
+
+func (h *hitLog) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.mu.Lock()
+		h.hits = append(h.hits, hit{r.Method, r.URL.Path, time.Now()})
+		h.mu.Unlock()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// times returns when the requests with method and a path starting with
+// prefix arrived.
+func (h *hitLog) times(method, prefix string) []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var at []time.Time
+	for _, x := range h.hits {
+		if x.method == method && strings.HasPrefix(x.path, prefix) {
+			at = append(at, x.at)
+		}
+	}
+	return at
+}
+
+// lockedBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// jsonOf decodes raw into a generic value, failing the test on bad JSON.
+func jsonOf(t *testing.T, raw []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("JSON %s: %v", raw, err)
+	}
+	return m
+}
+
+// enrichmentOf is the enrichment the fake gives for domain, as it appears
+// in a JSON body; nil when it has none.
+func enrichmentOf(t *testing.T, domain string) any {
+	t.Helper()
+	answer, ok := fake.EnrichmentFor(domain)
+	if !ok {
+		return nil
+	}
+	raw, err := json.Marshal(answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jsonOf(t, raw)
+}
