@@ -14,8 +14,9 @@ build: ## build the binaries into ./bin
 run: ## run the whole system locally: migrations, api, worker, fake downstream
 	./scripts/run.sh
 
-test: ## every test, against a real PostgreSQL, with -race
+test: ## every test, against a real PostgreSQL, with -race (and Chromium for River UI)
 	./scripts/postgres.sh
+	./scripts/chromium.sh
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
