@@ -104,6 +104,39 @@ func TestProcessLeadCreateMode(t *testing.T) {
 		})
 	}
 
+	// The post is written ahead as uncertain: a worker stopped (or killed)
+	// while it is in flight never posts again without a look-up.
+	t.Run("LooksUpAfterWorkerStoppedMidPost", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, &setupOpts{CRMMode: jobs.CRMModeCreate})
+		bundle.fake.Script(fake.CRMCreate, fake.Fault{HangAfterApply: true})
+		sub := bundle.submit(t, adaBody)
+		waitFor(t, "the post to be applied", func() bool {
+			_, ok := bundle.fake.CRM(sub.Ref)
+			return ok
+		})
+
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		defer cancel()
+		if err := bundle.river.StopAndCancel(ctx); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		if l := bundle.lead(t, sub.LeadID); l.CRMState != "uncertain" {
+			t.Fatalf("lead crm_state %q after a stop mid-post, want uncertain", l.CRMState)
+		}
+
+		bundle.startWorker(t)
+		got := bundle.waitFinished(t, sub.Key)
+		rec := bundle.crmRecord(t, sub.Ref)
+		requireCompleted(t, got, completedBody(sub.LeadID, rec.IDs[0], 85, "hot", true))
+		if n := bundle.fake.Requests(fake.CRMCreate); n != 1 {
+			t.Errorf("%d posts, want 1", n)
+		}
+		if n := bundle.fake.Requests(fake.CRMLookup); n != 1 {
+			t.Errorf("%d look-ups, want 1", n)
+		}
+	})
+
 	t.Run("RejectsOnClientError", func(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t, &setupOpts{CRMMode: jobs.CRMModeCreate})

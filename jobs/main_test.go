@@ -83,6 +83,8 @@ type testBundle struct {
 	// worker's back.
 	crm  *downstream.Client
 	hits *hitLog
+	// riverConfig returns a new River configuration with new workers.
+	riverConfig func() *river.Config
 }
 
 func setup(t *testing.T, opts *setupOpts) *testBundle {
@@ -125,28 +127,43 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 		ds = client
 	}
 
+	b := &testBundle{pool: pool, fake: fk, crm: client, hits: hits}
 	cfg := jobs.Config{
 		Pool: pool, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
 		Logger: logger.With(slog.String("component", "jobs")),
 	}
-	workers := river.NewWorkers()
-	river.AddWorker(workers, jobs.NewProcessLeadWorker(cfg))
-	river.AddWorker(workers, jobs.NewCleanupWorker(cfg))
-	river.AddWorker(workers, jobs.NewReconcileWorker(cfg))
-	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger: logger.With(slog.String("component", "river")),
-		Queues: map[string]river.QueueConfig{
-			river.QueueDefault:    {MaxWorkers: 4},
-			jobs.QueueMaintenance: {MaxWorkers: 1},
-		},
-		Workers:     workers,
-		MaxAttempts: cmp.Or(opts.MaxAttempts, 5),
-		// Short, so that retries are fast; a Retry-After must win over Max.
-		RetryPolicy:       &jobs.RetryPolicy{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond},
-		FetchCooldown:     10 * time.Millisecond,
-		FetchPollInterval: 50 * time.Millisecond,
-		TestOnly:          true,
-	})
+	b.riverConfig = func() *river.Config {
+		workers := river.NewWorkers()
+		river.AddWorker(workers, jobs.NewProcessLeadWorker(cfg))
+		river.AddWorker(workers, jobs.NewCleanupWorker(cfg))
+		river.AddWorker(workers, jobs.NewReconcileWorker(cfg))
+		return &river.Config{
+			Logger: logger.With(slog.String("component", "river")),
+			Queues: map[string]river.QueueConfig{
+				river.QueueDefault:    {MaxWorkers: 4},
+				jobs.QueueMaintenance: {MaxWorkers: 1},
+			},
+			Workers:     workers,
+			MaxAttempts: cmp.Or(opts.MaxAttempts, 5),
+			// Short, so that retries are fast; a Retry-After must win
+			// over Max.
+			RetryPolicy:       &jobs.RetryPolicy{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond},
+			FetchCooldown:     10 * time.Millisecond,
+			FetchPollInterval: 50 * time.Millisecond,
+			TestOnly:          true,
+		}
+	}
+	b.river = b.startWorker(t)
+	b.store = intake.NewStore(pool, jobs.Enqueuer(b.river))
+	return b
+}
+
+// startWorker starts a River client with the bundle's workers, as one more
+// worker process would (or the same one after a restart). It is stopped
+// when the test ends.
+func (b *testBundle) startWorker(t *testing.T) *river.Client[pgx.Tx] {
+	t.Helper()
+	riverClient, err := river.NewClient(riverpgxv5.New(b.pool), b.riverConfig())
 	if err != nil {
 		t.Fatalf("river client: %v", err)
 	}
@@ -160,15 +177,7 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 			t.Errorf("river stop: %v", err)
 		}
 	})
-
-	return &testBundle{
-		pool:  pool,
-		river: riverClient,
-		store: intake.NewStore(pool, jobs.Enqueuer(riverClient)),
-		fake:  fk,
-		crm:   client,
-		hits:  hits,
-	}
+	return riverClient
 }
 
 // openPool opens a pool on the test database large enough for River's

@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -223,6 +224,30 @@ func TestProcessLeadUpsert(t *testing.T) {
 		}
 	})
 
+	// The external reference outlives the key: a submission after the key
+	// expired is a new lead, which updates the same record.
+	t.Run("UpdatesTheSameRecordAfterKeyExpired", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, nil)
+		sub := bundle.submit(t, adaBody)
+		bundle.waitFinished(t, sub.Key)
+		bundle.exec(t, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = $1`, sub.Key)
+
+		again := bundle.claim(t, sub.Key, noDataBody)
+		if again.Outcome != intake.OutcomeClaimed || again.LeadID == sub.LeadID {
+			t.Fatalf("claim after expiry: %s for lead %s, want claimed for a new lead", again.Outcome, again.LeadID)
+		}
+		got := bundle.waitFinished(t, sub.Key)
+		rec := bundle.crmRecord(t, sub.Ref)
+		requireCompleted(t, got, completedBody(again.LeadID, rec.IDs[0], 65, "warm", true))
+		if rec.Writes != 2 {
+			t.Errorf("%d writes to the record, want 2", rec.Writes)
+		}
+		if l := bundle.lead(t, sub.LeadID); !l.Finished || *l.Score != 85 {
+			t.Errorf("first lead row %+v, want it left as it finished", l)
+		}
+	})
+
 	t.Run("FailsWhenAttemptsRunOutThenReopens", func(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t, &setupOpts{MaxAttempts: 2})
@@ -402,4 +427,47 @@ WHERE key = $1`
 // statusName names a status for a subtest: "TooManyRequests".
 func statusName(code int) string {
 	return strings.ReplaceAll(http.StatusText(code), " ", "")
+}
+
+// Many leads, two worker processes and a CRM that fails, drops and hangs at
+// random: every lead completes, with one record each and one notification.
+func TestProcessLeadUnderChaos(t *testing.T) {
+	t.Parallel()
+
+	const leads = 20
+	tests := []struct {
+		mode   string
+		target fake.Target
+	}{
+		{jobs.CRMModeUpsert, fake.CRMUpsert},
+		{jobs.CRMModeCreate, fake.CRMCreate},
+	}
+	for _, tt := range tests {
+		t.Run(strings.ToUpper(tt.mode[:1])+tt.mode[1:], func(t *testing.T) {
+			t.Parallel()
+			// Twelve attempts at 30 % faults: all failing is a one in two
+			// million chance per lead.
+			bundle := setup(t, &setupOpts{CRMMode: tt.mode, MaxAttempts: 12, Timeout: 2 * time.Second})
+			bundle.startWorker(t)
+			if err := bundle.fake.SetChaos(tt.target, fake.Chaos{FailRate: 0.15, DropRate: 0.1, HangRate: 0.05, Seed: 7}); err != nil {
+				t.Fatal(err)
+			}
+
+			subs := make([]*submission, leads)
+			for i := range subs {
+				subs[i] = bundle.submit(t, fmt.Sprintf(`{"email":"lead%d@example.com","source":"referral","company":"C"}`, i))
+			}
+			for _, sub := range subs {
+				got := bundle.waitFinished(t, sub.Key)
+				rec := bundle.crmRecord(t, sub.Ref)
+				requireCompleted(t, got, completedBody(sub.LeadID, rec.IDs[0], 85, "hot", true))
+				if n, _ := bundle.fake.Notification(sub.Ref + ":notify"); n.Deliveries != 1 {
+					t.Errorf("%d notification deliveries, want 1", n.Deliveries)
+				}
+			}
+			if totals := bundle.fake.State().Totals; totals.CRMRecords != leads || totals.DuplicateRefs != 0 {
+				t.Errorf("CRM totals %+v, want %d records and no duplicate", totals, leads)
+			}
+		})
+	}
 }
