@@ -23,5 +23,5 @@
 //	p.Restore()   // and comes back
 //
 // Close stops the proxy and returns once every goroutine it started has
-// ended.
+// finished.
 package faultproxy

@@ -87,7 +87,8 @@ func (p *Proxy) Cut() { p.setMode(cutting) }
 // Blackhole freezes every open connection (what was already on its way may
 // still arrive; nothing more does, either way) and accepts new connections
 // without ever dialling the target, until Restore or Cut: the program sees
-// its server hang. Nothing is closed.
+// its server hang. Nothing is closed: connections accepted meanwhile are
+// held until Restore, Cut or Close, even those whose client has given up.
 func (p *Proxy) Blackhole() { p.setMode(blackholing) }
 
 // Restore forwards again: new connections are forwarded, frozen ones resume
@@ -96,7 +97,7 @@ func (p *Proxy) Blackhole() { p.setMode(blackholing) }
 func (p *Proxy) Restore() { p.setMode(forwarding) }
 
 // Close stops the proxy: it stops listening, closes every connection, and
-// returns once every goroutine the proxy started has ended. Calling it again
+// returns once every goroutine the proxy started has finished. Calling it again
 // does nothing and returns nil.
 func (p *Proxy) Close() error {
 	var err error
