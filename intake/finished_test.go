@@ -103,6 +103,16 @@ func TestFinishedKeys(t *testing.T) {
 				t.Fatalf("timestamp %q: %v", ts, err)
 			}
 		}
+		// Null, not left out.
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(bundle.api.send(t, bundle.api.operation(tokenA, bundle.key)).Body, &members); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"expires_at", "response"} {
+			if string(members[name]) != "null" {
+				t.Fatalf("%s is %q, want null", name, members[name])
+			}
+		}
 	})
 
 	t.Run("ReplaysNeedsReconciliationAsInProgress", func(t *testing.T) {
