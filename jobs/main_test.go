@@ -85,6 +85,9 @@ type testBundle struct {
 	hits *hitLog
 	// riverConfig returns a new River configuration with new workers.
 	riverConfig func() *river.Config
+	// secrets must never show in the log: the keys and personal data
+	// submitted, the tokens.
+	secrets *secretList
 }
 
 func setup(t *testing.T, opts *setupOpts) *testBundle {
@@ -96,9 +99,12 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 	pool := openPool(t, dbURL)
 
 	var logs lockedBuffer
+	secrets := &secretList{}
+	secrets.add(enrichmentToken, crmToken, notifyToken)
 	t.Cleanup(func() {
 		// Runs after the River client stopped (cleanups run last first):
 		// the log is complete.
+		secrets.requireAbsent(t, logs.String())
 		if t.Failed() {
 			t.Logf("worker log:\n%s", logs.String())
 		}
@@ -127,7 +133,7 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 		ds = client
 	}
 
-	b := &testBundle{pool: pool, fake: fk, crm: client, hits: hits}
+	b := &testBundle{pool: pool, fake: fk, crm: client, hits: hits, secrets: secrets}
 	cfg := jobs.Config{
 		Pool: pool, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
 		Logger: logger.With(slog.String("component", "jobs")),
@@ -220,6 +226,14 @@ func (b *testBundle) submit(t *testing.T, body string) *submission {
 func (b *testBundle) submitWith(t *testing.T, store *intake.Store, key, body string) *submission {
 	t.Helper()
 	res := b.claimWith(t, store, key, body)
+	var lead map[string]any
+	_ = json.Unmarshal([]byte(body), &lead)
+	for _, field := range []string{"email", "name", "phone", "message"} {
+		if v, ok := lead[field].(string); ok {
+			b.secrets.add(v)
+		}
+	}
+	b.secrets.add(key)
 	if res.Outcome != intake.OutcomeClaimed {
 		t.Fatalf("claim: outcome %s, want claimed", res.Outcome)
 	}
@@ -523,6 +537,34 @@ func (h *hitLog) times(method, prefix string) []time.Time {
 		}
 	}
 	return at
+}
+
+// secretList lists what the log must never hold (the contract's rule on
+// logs: no email, phone, name or message of a lead, no token, no key in
+// clear).
+type secretList struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (s *secretList) add(secrets ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.list = append(s.list, secrets...)
+}
+
+// requireAbsent fails the test for each line of log that holds a secret.
+func (s *secretList) requireAbsent(t *testing.T, log string) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for line := range strings.Lines(log) {
+		for _, secret := range s.list {
+			if strings.Contains(line, secret) {
+				t.Errorf("the log holds %q: %s", secret, line)
+			}
+		}
+	}
 }
 
 // lockedBuffer is a bytes.Buffer safe for the concurrent writes of a logger.

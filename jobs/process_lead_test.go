@@ -34,7 +34,7 @@ func TestProcessLeadCompletes(t *testing.T) {
 		// 40 +10 enrichment.
 		{"BareWebsiteLeadIsCold", `{"email":"someone@example.org","source":"website"}`, "example.org", 50, "cold"},
 		// 40 +15 +10 +20 +10 = 95: every rule at once, under the cap.
-		{"EverythingIsHot", `{"email":"x@example.net","source":"referral","company":"C","phone":"1"}`, "example.net", 95, "hot"},
+		{"EverythingIsHot", `{"email":"x@example.net","source":"referral","company":"C","phone":"+44 20 7946 0018"}`, "example.net", 95, "hot"},
 		// 40 +15 +5 ads, no data.
 		{"AdsWithCompanyIsWarm", `{"email":"x@shop.nodata","source":"ads","company":"C"}`, "shop.nodata", 60, "warm"},
 	}
