@@ -104,6 +104,15 @@ func TestProcessLeadCompletes(t *testing.T) {
 		if again.Outcome != intake.OutcomeFinished || again.ResponseStatus != got.Status || !bytes.Equal(again.ResponseBody, got.Raw) {
 			t.Fatalf("claim again: %s %d %s, want the stored %d %s", again.Outcome, again.ResponseStatus, again.ResponseBody, got.Status, got.Raw)
 		}
+		// Kept for the retention from when it finished (an hour here).
+		var retention time.Duration
+		if err := bundle.pool.QueryRow(t.Context(), `SELECT expires_at - finished_at FROM idempotency_keys WHERE key = $1`,
+			sub.Key).Scan(&retention); err != nil {
+			t.Fatal(err)
+		}
+		if retention != time.Hour {
+			t.Errorf("key kept %v after it finished, want 1h", retention)
+		}
 	})
 
 	t.Run("WithTheSimulator", func(t *testing.T) {
