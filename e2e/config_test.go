@@ -1,0 +1,264 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leadintake/leadintake/internal/dbtest"
+)
+
+// contractVars are the contract's variables of each binary, with their
+// defaults ("" for none); required ones are marked so in the usage table.
+var contractVars = map[string]map[string]string{
+	"api": {
+		"DATABASE_URL":     "",
+		"API_ADDR":         ":8080",
+		"ADMIN_ADDR":       "127.0.0.1:8081",
+		"ADMIN_USER":       "",
+		"ADMIN_PASSWORD":   "",
+		"API_CLIENTS":      "",
+		"ALLOWED_SOURCES":  "website,linkedin,referral,ads,event",
+		"MAX_BODY_BYTES":   "65536",
+		"REQUEST_TIMEOUT":  "5s",
+		"JOB_MAX_ATTEMPTS": "12",
+		"SHUTDOWN_TIMEOUT": "30s",
+	},
+	"worker": {
+		"DATABASE_URL":        "",
+		"ADMIN_ADDR":          "127.0.0.1:8082",
+		"ADMIN_USER":          "",
+		"ADMIN_PASSWORD":      "",
+		"KEY_RETENTION":       "168h",
+		"CLEANUP_INTERVAL":    "1h",
+		"RECONCILE_INTERVAL":  "1m",
+		"ENRICHMENT_URL":      "",
+		"CRM_URL":             "",
+		"NOTIFY_URL":          "",
+		"ENRICHMENT_TOKEN":    "",
+		"CRM_TOKEN":           "",
+		"NOTIFY_TOKEN":        "",
+		"CRM_MODE":            "upsert",
+		"DOWNSTREAM_TIMEOUT":  "10s",
+		"JOB_MAX_ATTEMPTS":    "12",
+		"RETRY_BASE_DELAY":    "1s",
+		"RETRY_MAX_DELAY":     "10m",
+		"JOB_TIMEOUT":         "60s",
+		"RESCUE_STUCK_AFTER":  "5m",
+		"SHUTDOWN_TIMEOUT":    "30s",
+		"SIMULATE_DOWNSTREAM": "false",
+	},
+}
+
+// contractRequired are the variables a binary cannot start without.
+var contractRequired = map[string][]string{
+	"api":    {"DATABASE_URL", "API_CLIENTS"},
+	"worker": {"DATABASE_URL"},
+}
+
+// usageVar is one row of envconfig's usage table.
+type usageVar struct {
+	Type     string // as envconfig names it: String, Duration, Integer, True or False...
+	Default  string
+	Required bool
+}
+
+// parseUsage reads the table of variables that `-h` prints (envconfig's
+// DefaultTableFormat: KEY TYPE DEFAULT REQUIRED DESCRIPTION, aligned in
+// columns).
+func parseUsage(t *testing.T, out string) map[string]usageVar {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	head := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "KEY ") && strings.Contains(l, " DEFAULT ") && strings.Contains(l, " REQUIRED ") {
+			head = i
+			break
+		}
+	}
+	if head < 0 {
+		t.Fatalf("no table of variables (KEY TYPE DEFAULT REQUIRED DESCRIPTION) in:\n%s", out)
+	}
+	h := lines[head]
+	typeAt, defaultAt, requiredAt, descAt := strings.Index(h, " TYPE ")+1, strings.Index(h, " DEFAULT ")+1, strings.Index(h, " REQUIRED ")+1, strings.Index(h, " DESCRIPTION")+1
+	vars := map[string]usageVar{}
+	for _, l := range lines[head+1:] {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if len(l) < descAt {
+			t.Fatalf("usage row shorter than the table: %q", l)
+		}
+		name := strings.Fields(l)[0]
+		vars[name] = usageVar{
+			Type:     strings.TrimSpace(l[typeAt:defaultAt]),
+			Default:  strings.TrimSpace(l[defaultAt:requiredAt]),
+			Required: strings.TrimSpace(l[requiredAt:descAt]) == "true",
+		}
+	}
+	return vars
+}
+
+func TestHelpListsTheContractVariables(t *testing.T) {
+	t.Parallel()
+	for _, bin := range []string{"api", "worker"} {
+		for _, flag := range []string{"-h", "--help"} {
+			t.Run(bin+flag, func(t *testing.T) {
+				t.Parallel()
+				r := runBinary(t, bin, nil, flag)
+				if r.code != 0 {
+					t.Fatalf("%s %s: exit %d\nstdout:\n%s\nstderr:\n%s", bin, flag, r.code, r.stdout, r.stderr)
+				}
+				vars := parseUsage(t, r.stdout)
+				for name, def := range contractVars[bin] {
+					v, ok := vars[name]
+					if !ok {
+						t.Errorf("%s %s does not list %s", bin, flag, name)
+						continue
+					}
+					if v.Default != def {
+						t.Errorf("%s %s: %s default %q, want %q", bin, flag, name, v.Default, def)
+					}
+				}
+				for _, name := range contractRequired[bin] {
+					if !vars[name].Required {
+						t.Errorf("%s %s: %s is not marked required", bin, flag, name)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Bad configuration: a non-zero exit and one line on stderr that names the
+// variable, before anything is started (no database is reachable at the
+// URL used, and nothing may wait for it).
+func TestBadConfigurationExitsWithOneLine(t *testing.T) {
+	t.Parallel()
+	const db = "DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=1"
+	const clients = "API_CLIENTS=demo=2f6b4a8b5e0c7c2b1d9e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c"
+	const urls = "ENRICHMENT_URL=http://127.0.0.1:1/enrichment CRM_URL=http://127.0.0.1:1/crm NOTIFY_URL=http://127.0.0.1:1/notify"
+	cases := []struct {
+		name string
+		bin  string
+		args []string
+		env  string
+		want string // the variable the line must name
+	}{
+		{"api/missing DATABASE_URL", "api", nil, clients, "DATABASE_URL"},
+		{"api/missing API_CLIENTS", "api", nil, db, "API_CLIENTS"},
+		{"api/malformed API_CLIENTS", "api", nil, db + " API_CLIENTS=demo:not-a-hash", "API_CLIENTS"},
+		{"api/short token hash", "api", nil, db + " API_CLIENTS=demo=abc123", "API_CLIENTS"},
+		{"api/malformed REQUEST_TIMEOUT", "api", nil, db + " " + clients + " REQUEST_TIMEOUT=abc", "REQUEST_TIMEOUT"},
+		{"api/malformed SHUTDOWN_TIMEOUT", "api", nil, db + " " + clients + " SHUTDOWN_TIMEOUT=10", "SHUTDOWN_TIMEOUT"},
+		{"api/negative MAX_BODY_BYTES", "api", nil, db + " " + clients + " MAX_BODY_BYTES=-1", "MAX_BODY_BYTES"},
+		{"api/ADMIN_USER alone", "api", nil, db + " " + clients + " ADMIN_USER=operator", "ADMIN_PASSWORD"},
+		{"api/unknown LOG_LEVEL", "api", nil, db + " " + clients + " LOG_LEVEL=loud", "LOG_LEVEL"},
+		{"api migrate/missing DATABASE_URL", "api", []string{"migrate"}, "", "DATABASE_URL"},
+		{"worker/missing DATABASE_URL", "worker", nil, urls, "DATABASE_URL"},
+		{"worker/malformed JOB_TIMEOUT", "worker", nil, db + " " + urls + " JOB_TIMEOUT=abc", "JOB_TIMEOUT"},
+		{"worker/malformed KEY_RETENTION", "worker", nil, db + " " + urls + " KEY_RETENTION=7d", "KEY_RETENTION"},
+		{"worker/zero CLEANUP_INTERVAL", "worker", nil, db + " " + urls + " CLEANUP_INTERVAL=0s", "CLEANUP_INTERVAL"},
+		{"worker/unknown CRM_MODE", "worker", nil, db + " " + urls + " CRM_MODE=merge", "CRM_MODE"},
+		{"worker/missing CRM_URL", "worker", nil, db + " ENRICHMENT_URL=http://127.0.0.1:1/e NOTIFY_URL=http://127.0.0.1:1/n", "CRM_URL"},
+		{"worker/malformed SIMULATE_DOWNSTREAM", "worker", nil, db + " " + urls + " SIMULATE_DOWNSTREAM=perhaps", "SIMULATE_DOWNSTREAM"},
+		{"worker/RESCUE_STUCK_AFTER below JOB_TIMEOUT", "worker", nil, db + " " + urls + " RESCUE_STUCK_AFTER=10s", "RESCUE_STUCK_AFTER"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			r := runBinary(t, tc.bin, strings.Fields(tc.env), tc.args...)
+			if r.code == 0 {
+				t.Fatalf("exit 0, want non-zero\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+			}
+			lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+			if len(lines) != 1 || lines[0] == "" {
+				t.Fatalf("stderr has %d lines, want exactly one:\n%s", len(lines), r.stderr)
+			}
+			if !strings.Contains(lines[0], tc.want) {
+				t.Fatalf("stderr %q does not name %s", lines[0], tc.want)
+			}
+			if r.stdout != "" {
+				t.Fatalf("stdout not empty on bad configuration:\n%s", r.stdout)
+			}
+			// Configuration is checked before anything is opened.
+			if d := time.Since(start); d > 30*time.Second {
+				t.Fatalf("took %s to refuse the configuration", d)
+			}
+			t.Logf("%s", lines[0])
+		})
+	}
+}
+
+// `api migrate` on an empty database applies everything; run again, it has
+// nothing to do and still exits 0.
+func TestMigrateTwice(t *testing.T) {
+	t.Parallel()
+	dbURL := emptyDatabase(t)
+	for i := 1; i <= 2; i++ {
+		r := runBinary(t, "api", []string{"DATABASE_URL=" + dbURL}, "migrate")
+		if r.code != 0 {
+			t.Fatalf("api migrate, run %d: exit %d\nstdout:\n%s\nstderr:\n%s", i, r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stdout, "migrations applied") {
+			t.Fatalf("api migrate, run %d: no \"migrations applied\" line:\n%s", i, r.stdout)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, table := range []string{"idempotency_keys", "leads", "river_job", "river_queue", "river_leader"} {
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+			t.Fatal(err)
+		}
+		if !exists {
+			t.Errorf("no table %s after api migrate", table)
+		}
+	}
+}
+
+// emptyDatabase creates a database without any table, dropped when the test
+// ends, and returns its URL.
+func emptyDatabase(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, dbtest.ServerURL())
+	if err != nil {
+		t.Fatalf("connect to PostgreSQL: %v", err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "leadintake_e2e_empty_" + hex.EncodeToString(b)
+	// template0: nothing of the default template's extras either.
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0", name)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dbtest.ServerURL())
+		if err != nil {
+			t.Logf("drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop %s: %v", name, err)
+		}
+	})
+	return dbtest.WithDatabase(dbtest.ServerURL(), name)
+}
