@@ -30,10 +30,12 @@ func (cs *Clients) Decode(value string) error {
 }
 
 // ParseClients parses comma-separated client_id=sha256hex(token) entries.
-// Client ids are 1 to 64 characters of A-Z a-z 0-9 . _ -, each listed once.
+// Client ids are 1 to 64 characters of A-Z a-z 0-9 . _ -. A client may be
+// listed with several token hashes, so that a token can be rotated without a
+// moment in which neither works; the same hash may not be listed twice.
 func ParseClients(value string) (Clients, error) {
 	var cs []Client
-	seen := map[string]bool{}
+	seen := map[string]bool{} // hashes
 	for entry := range strings.SplitSeq(value, ",") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
@@ -44,17 +46,17 @@ func ParseClients(value string) (Clients, error) {
 		if !ok || !validClientID(id) {
 			return Clients{}, fmt.Errorf("entry %d: want client_id=sha256hex(token) with a client id of 1 to 64 characters A-Z a-z 0-9 . _ -", len(cs)+1)
 		}
-		if seen[id] {
-			return Clients{}, fmt.Errorf("client %q is listed twice", id)
-		}
 		raw, err := hex.DecodeString(hash)
 		if err != nil || len(raw) != sha256.Size {
 			return Clients{}, fmt.Errorf("client %q: the token hash must be 64 hexadecimal digits (sha256 of the token)", id)
 		}
+		if seen[string(raw)] {
+			return Clients{}, fmt.Errorf("client %q: a token hash is listed twice", id)
+		}
 		c := Client{ID: id}
 		copy(c.TokenHash[:], raw)
 		cs = append(cs, c)
-		seen[id] = true
+		seen[string(raw)] = true
 	}
 	if len(cs) == 0 {
 		return Clients{}, fmt.Errorf("no client listed")

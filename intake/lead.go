@@ -145,7 +145,7 @@ var fieldRules = map[string]func(v *validator, raw jsontext.Value, lead *Lead){
 		if raw.Kind() == 'n' {
 			return
 		}
-		if s, ok := v.str("website", raw, 0, maxWebsite); ok && s != "" {
+		if s, ok := v.str("website", raw, 0, maxWebsite); ok {
 			if !isWebURL(s) {
 				v.add("website", "must be an absolute http or https URL")
 			}

@@ -219,6 +219,7 @@ func TestSubmitRefusals(t *testing.T) {
 		{name: "RefusesLongEmail", body: `{"email":"` + strings.Repeat("a", 243) + `@example.com","source":"website"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"email"}},
 		{name: "RefusesLongSource", body: `{"email":"ada@example.com","source":"` + strings.Repeat("s", 65) + `"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"source"}},
 		{name: "RefusesRelativeWebsite", body: `{"email":"ada@example.com","source":"website","website":"/about"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"website"}},
+		{name: "RefusesEmptyWebsite", body: `{"email":"ada@example.com","source":"website","website":""}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"website"}},
 		{name: "RefusesWebsiteWithoutHost", body: `{"email":"ada@example.com","source":"website","website":"https://"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"website"}},
 		{name: "RefusesLongWebsite", body: `{"email":"ada@example.com","source":"website","website":"https://example.com/` + strings.Repeat("p", 2030) + `"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"website"}},
 		{name: "RefusesTooManyUTMMembers", body: `{"email":"ada@example.com","source":"website","utm":{` + utmMembers(21) + `}}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"utm"}},
