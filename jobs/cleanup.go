@@ -43,11 +43,8 @@ type CleanupWorker struct {
 
 // NewCleanupWorker returns the worker.
 func NewCleanupWorker(cfg Config) *CleanupWorker {
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &CleanupWorker{pool: cfg.Pool, logger: logger, metrics: cfg.Metrics}
+	cfg = cfg.withDefaults()
+	return &CleanupWorker{pool: cfg.Pool, logger: cfg.Logger, metrics: cfg.Metrics}
 }
 
 // Work deletes expired keys, oldest first.

@@ -150,3 +150,31 @@ func TestProcessLeadCreateMode(t *testing.T) {
 		}
 	})
 }
+
+// After a key expired, a retry is a new lead under the same reference: in
+// create mode it looks the reference up before posting, so the CRM keeps one
+// record.
+func TestProcessLeadCreateModeAfterKeyExpired(t *testing.T) {
+	t.Parallel()
+	bundle := setup(t, &setupOpts{CRMMode: jobs.CRMModeCreate})
+	sub := bundle.submit(t, adaBody)
+	bundle.waitFinished(t, sub.Key)
+	bundle.exec(t, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = $1`, sub.Key)
+
+	again := bundle.claim(t, sub.Key, adaBody)
+	if again.Outcome != intake.OutcomeClaimed || again.LeadID == sub.LeadID {
+		t.Fatalf("claim after expiry: %s for lead %s, want claimed for a new lead", again.Outcome, again.LeadID)
+	}
+	got := bundle.waitFinished(t, sub.Key)
+	rec := bundle.crmRecord(t, sub.Ref)
+	if rec.Records != 1 {
+		t.Fatalf("%d CRM records under the reference, want 1", rec.Records)
+	}
+	requireCompleted(t, got, completedBody(again.LeadID, rec.IDs[0], 85, "hot", true))
+	if n := bundle.fake.Requests(fake.CRMCreate); n != 1 {
+		t.Errorf("%d posts, want 1", n)
+	}
+	if n := bundle.fake.Requests(fake.CRMLookup); n != 1 {
+		t.Errorf("%d look-ups, want 1", n)
+	}
+}

@@ -52,6 +52,10 @@ type lead struct {
 	CRMID              *string
 	NotifyOutcome      *string
 	NotifyFailures     int
+	// RefUsedBefore is true when an earlier lead has the same external
+	// reference: the key expired and was submitted again, and the CRM may
+	// already hold a record under it.
+	RefUsedBefore bool
 }
 
 func (l *lead) enriched() bool {
@@ -86,7 +90,8 @@ func dbContext(ctx context.Context) (context.Context, context.CancelFunc) {
 const loadLeadSQL = `
 SELECT l.id, l.client_id, l.idempotency_key, l.external_ref, l.submission,
        k.state, l.enrichment_outcome, l.enrichment, l.enrichment_failures,
-       l.crm_state, l.crm_id, l.notify_outcome, l.notify_failures
+       l.crm_state, l.crm_id, l.notify_outcome, l.notify_failures,
+       EXISTS (SELECT FROM leads o WHERE o.external_ref = l.external_ref AND o.id <> l.id)
 FROM leads l
 LEFT JOIN idempotency_keys k
        ON k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
@@ -103,7 +108,7 @@ func (s *leadStore) load(ctx context.Context, q interface {
 	)
 	err := q.QueryRow(ctx, loadLeadSQL, id).Scan(&l.ID, &l.Key.ClientID, &l.Key.Key, &l.ExternalRef, &submission,
 		&l.KeyState, &l.EnrichmentOutcome, &enrichment, &l.EnrichmentFailures,
-		&l.CRMState, &l.CRMID, &l.NotifyOutcome, &l.NotifyFailures)
+		&l.CRMState, &l.CRMID, &l.NotifyOutcome, &l.NotifyFailures, &l.RefUsedBefore)
 	if err != nil {
 		return nil, fmt.Errorf("load lead %s: %w", id, err)
 	}

@@ -30,8 +30,30 @@ const (
 
 // optionalStepAttempts is how many transient failures the enrichment or the
 // notification may have before it is given up with a warning. Their
-// failures never fail a lead, and never hold it back for long.
-const optionalStepAttempts = 3
+// failures never fail a lead, and never hold it back for long: a
+// Retry-After longer than optionalStepMaxWait gives the step up at once.
+const (
+	optionalStepAttempts = 3
+	optionalStepMaxWait  = time.Minute
+)
+
+// DefaultKeyRetention is the retention of a finished key when
+// Config.KeyRetention is zero.
+const DefaultKeyRetention = 7 * 24 * time.Hour
+
+// withDefaults fills in what cfg leaves unset.
+func (cfg Config) withDefaults() Config {
+	if cfg.CRMMode == "" {
+		cfg.CRMMode = CRMModeUpsert
+	}
+	if cfg.KeyRetention <= 0 {
+		cfg.KeyRetention = DefaultKeyRetention
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
 
 // Downstream is what ProcessLead needs of the outside world:
 // *downstream.Client, or downstream.Simulator.
@@ -49,7 +71,8 @@ type Config struct {
 	Downstream Downstream
 	// CRMMode is CRMModeUpsert (default) or CRMModeCreate.
 	CRMMode string
-	// KeyRetention is how long a finished key is kept.
+	// KeyRetention is how long a finished key is kept. Default
+	// DefaultKeyRetention.
 	KeyRetention time.Duration
 	Logger       *slog.Logger
 	// Metrics may be nil.
@@ -73,12 +96,7 @@ type ProcessLeadWorker struct {
 
 // NewProcessLeadWorker returns the worker.
 func NewProcessLeadWorker(cfg Config) *ProcessLeadWorker {
-	if cfg.CRMMode == "" {
-		cfg.CRMMode = CRMModeUpsert
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg = cfg.withDefaults()
 	return &ProcessLeadWorker{
 		cfg:      cfg,
 		leads:    &leadStore{pool: cfg.Pool},
@@ -162,7 +180,7 @@ func (r *leadRun) enrich(ctx context.Context) error {
 		return r.w.leads.saveEnrichment(ctx, l, enrichNoData, nil)
 	case stopping(ctx):
 		return err
-	case downstream.IsTransient(err) && !r.last && l.EnrichmentFailures+1 < optionalStepAttempts:
+	case retryOptionalStep(err, r.last, l.EnrichmentFailures):
 		if cerr := r.w.leads.countFailure(ctx, l, "enrichment_failures"); cerr != nil {
 			return cerr
 		}
@@ -171,6 +189,17 @@ func (r *leadRun) enrich(ctx context.Context) error {
 		r.w.cfg.Logger.WarnContext(ctx, "enrichment given up", r.attrs(slog.String("error", err.Error()))...)
 		return r.w.leads.saveEnrichment(ctx, l, enrichUnavailable, nil)
 	}
+}
+
+// retryOptionalStep reports whether an optional step's failure is worth
+// another attempt: transient, not the job's last attempt, within the step's
+// budget, and not asking for a wait longer than optionalStepMaxWait.
+func retryOptionalStep(err error, last bool, failures int) bool {
+	if !downstream.IsTransient(err) || last || failures+1 >= optionalStepAttempts {
+		return false
+	}
+	de, ok := downstream.AsError(err)
+	return !ok || de.RetryAfter <= optionalStepMaxWait
 }
 
 // crm runs the CRM step unless an earlier attempt got the CRM's acceptance.
@@ -189,8 +218,10 @@ func (r *leadRun) crm(ctx context.Context, score int, tier string) error {
 		return r.w.leads.setCRM(ctx, l, crmAccepted, &id)
 	}
 
-	// Create mode: never post while an earlier post may have been applied.
-	if l.CRMState == crmUncertain {
+	// Create mode: never post while an earlier post may have been applied,
+	// by this lead or by an earlier one under the same reference (a retry
+	// after the key expired).
+	if l.CRMState == crmUncertain || (l.CRMState == crmPending && l.RefUsedBefore) {
 		id, found, err := ds.LookupLead(ctx, l.ExternalRef)
 		if err != nil {
 			return transientOnly(err)
@@ -241,7 +272,7 @@ func (r *leadRun) notify(ctx context.Context, score int, tier string) error {
 	case err == nil:
 	case stopping(ctx):
 		return err
-	case downstream.IsTransient(err) && !r.last && l.NotifyFailures+1 < optionalStepAttempts:
+	case retryOptionalStep(err, r.last, l.NotifyFailures):
 		if cerr := r.w.leads.countFailure(ctx, l, "notify_failures"); cerr != nil {
 			return cerr
 		}

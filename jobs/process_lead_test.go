@@ -314,6 +314,14 @@ func TestProcessLeadOptionalSteps(t *testing.T) {
 			warnings: []string{"enrichment_unavailable"},
 		},
 		{
+			// Waiting an hour for an optional step would hold the lead
+			// back: it is given up at once.
+			name:   "EnrichmentAsksForALongWait",
+			script: map[fake.Target]fake.Fault{fake.Enrichment: {Status: http.StatusServiceUnavailable, RetryAfter: "3600"}},
+			body:   adaBody, score: 75, tier: "warm", notified: true,
+			warnings: []string{"enrichment_unavailable"},
+		},
+		{
 			name: "EnrichmentWithoutData",
 			body: noDataBody, score: 65, tier: "warm", notified: true,
 		},

@@ -45,9 +45,7 @@ type ReconcileWorker struct {
 
 // NewReconcileWorker returns the worker.
 func NewReconcileWorker(cfg Config) *ReconcileWorker {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg = cfg.withDefaults()
 	return &ReconcileWorker{
 		cfg:      cfg,
 		leads:    &leadStore{pool: cfg.Pool},
