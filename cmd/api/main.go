@@ -151,8 +151,12 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	}
 	defer pool.Close()
 
-	// An insert-only River client: no queues, never started.
+	// An insert-only River client: no queues, never started. Its
+	// FetchCooldown bounds how often an insert also notifies the workers
+	// (River's default, 100 ms, would leave most jobs of a steady trickle
+	// waiting for the workers' poll).
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		FetchCooldown: 5 * time.Millisecond,
 		Logger:      process.RiverLogger(logger, cfg.LogLevel),
 		MaxAttempts: cfg.JobMaxAttempts,
 	})
