@@ -157,8 +157,8 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	// waiting for the workers' poll).
 	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		FetchCooldown: 5 * time.Millisecond,
-		Logger:      process.RiverLogger(logger, cfg.LogLevel),
-		MaxAttempts: cfg.JobMaxAttempts,
+		Logger:        process.RiverLogger(logger, cfg.LogLevel),
+		MaxAttempts:   cfg.JobMaxAttempts,
 	})
 	if err != nil {
 		return fmt.Errorf("river client: %w", err)
