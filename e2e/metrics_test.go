@@ -83,13 +83,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("worker: leadintake_downstream_call_duration_seconds{target=%q} count %v, want 1", target, n)
 		}
 	}
-	// The outcome label is River's event kind ("job_completed"); its help
-	// text says "completed": accept either spelling.
-	completedJobs := 0.0
-	for _, outcome := range []string{"completed", "job_completed"} {
-		v, _ := w.value("leadintake_jobs_total", map[string]string{"kind": "process_lead", "outcome": outcome})
-		completedJobs += v
-	}
+	completedJobs, _ := w.value("leadintake_jobs_total", map[string]string{"kind": "process_lead", "outcome": "completed"})
 	if completedJobs != 1 {
 		t.Errorf("worker: leadintake_jobs_total{kind=process_lead,outcome=completed} = %v, want 1; outcomes: %v", completedJobs, w.labelValues("leadintake_jobs_total", "outcome"))
 	}

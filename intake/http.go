@@ -371,6 +371,9 @@ func observe(logger *slog.Logger, metrics *Metrics) echo.MiddlewareFunc {
 			elapsed := time.Since(start)
 			status := c.Response().Status
 			route := c.Path()
+			if route == "" {
+				route = "unmatched"
+			}
 			outcome, _ := c.Get(ctxOutcome).(string)
 			metrics.observeRequest(c.Request().Method, route, status, outcome, elapsed)
 

@@ -41,9 +41,6 @@ func (m *Metrics) observeRequest(method, route string, status int, outcome strin
 	if m == nil {
 		return
 	}
-	if route == "" {
-		route = "unmatched"
-	}
 	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Observe(elapsed.Seconds())
 	if route == "/v1/leads" && method == "POST" && outcome != "" {
 		m.submissions.WithLabelValues(outcome).Inc()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
@@ -21,7 +23,7 @@ func newJobEventCollector(client *river.Client[pgx.Tx]) prometheus.Collector {
 			if ev.Job == nil {
 				continue
 			}
-			counter.WithLabelValues(ev.Job.Kind, string(ev.Kind)).Inc()
+			counter.WithLabelValues(ev.Job.Kind, strings.TrimPrefix(string(ev.Kind), "job_")).Inc()
 		}
 	}()
 	return counter
