@@ -3,7 +3,7 @@ GO ?= go
 TEST_TIMEOUT ?= 12m
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench soak lint build
+.PHONY: help run test fuzz bench soak vuln lint build
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -19,6 +19,20 @@ test: ## every test, against a real PostgreSQL, with -race (and Chromium for Riv
 	./scripts/chromium.sh
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+fuzz: ## run each fuzz target for FUZZTIME (default 30s)
+	./scripts/fuzz.sh $(or $(FUZZTIME),30s)
+
+bench: ## measure throughput and latency against PostgreSQL's own limit (see BENCHMARKS.md)
+	./scripts/postgres.sh
+	$(GO) run ./cmd/bench $(BENCH_FLAGS)
+
+soak: ## a chaos soak of the whole system (about 2 minutes; SOAK_FLAGS=-duration=10m for longer)
+	./scripts/postgres.sh
+	$(GO) run ./cmd/soak $(SOAK_FLAGS)
+
+vuln: ## govulncheck
+	./scripts/govulncheck.sh
 
 lint: ## go vet and gofmt
 	$(GO) vet ./...
