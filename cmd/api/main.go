@@ -16,7 +16,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -98,7 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, a := range args[1:] {
 		switch a {
 		case "-h", "-help", "--help", "help":
-			return usage(stdout, usageHeader, &config{})
+			return process.Usage(stdout, usageHeader, &config{})
 		case "migrate":
 			cmd = a
 		default:
@@ -225,16 +224,6 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	err = g.Wait()
 	logger.Info("api stopped")
 	return err
-}
-
-// usage prints header and the table of environment variables of spec.
-func usage(w io.Writer, header string, spec any) error {
-	fmt.Fprint(w, header)
-	tw := tabwriter.NewWriter(w, 1, 0, 4, ' ', 0)
-	if err := envconfig.Usagef("", spec, tw, envconfig.DefaultTableFormat); err != nil {
-		return err
-	}
-	return tw.Flush()
 }
 
 // nonEmpty drops empty entries, so that ALLOWED_SOURCES="" allows any source.

@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
@@ -117,12 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, a := range args[1:] {
 		switch a {
 		case "-h", "-help", "--help", "help":
-			fmt.Fprint(stdout, usageHeader)
-			tw := tabwriter.NewWriter(stdout, 1, 0, 4, ' ', 0)
-			if err := envconfig.Usagef("", &config{}, tw, envconfig.DefaultTableFormat); err != nil {
-				return err
-			}
-			return tw.Flush()
+			return process.Usage(stdout, usageHeader, &config{})
 		default:
 			return fmt.Errorf("unknown argument %q (try -h)", a)
 		}

@@ -13,9 +13,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/kelseyhightower/envconfig"
 )
 
 // NewLogger returns a structured logger writing one event per line to w:
@@ -136,4 +138,15 @@ func (h *minLevelHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h *minLevelHandler) WithGroup(name string) slog.Handler {
 	return &minLevelHandler{Handler: h.Handler.WithGroup(name), min: h.min}
+}
+
+// Usage prints header and the table of the environment variables of spec,
+// an envconfig specification, with their defaults.
+func Usage(w io.Writer, header string, spec any) error {
+	fmt.Fprint(w, header)
+	tw := tabwriter.NewWriter(w, 1, 0, 4, ' ', 0)
+	if err := envconfig.Usagef("", spec, tw, envconfig.DefaultTableFormat); err != nil {
+		return err
+	}
+	return tw.Flush()
 }
