@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// loadGen sends POST /v1/leads to the api with keep-alive connections.
+type loadGen struct {
+	url    string
+	token  string
+	body   []byte
+	client *http.Client
+}
+
+func newLoadGen(apiURL, token string, body []byte, clients int) *loadGen {
+	tr := &http.Transport{
+		MaxIdleConns:        clients * 2,
+		MaxIdleConnsPerHost: clients * 2,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}
+	return &loadGen{
+		url: apiURL + "/v1/leads", token: token, body: body,
+		client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+	}
+}
+
+// answer is what one POST got.
+type answer struct {
+	status   int
+	replayed string
+	leadID   string
+	latency  time.Duration
+}
+
+// post submits the bench body under key. It reads the lead id of a 202 when
+// wantLead is set.
+func (g *loadGen) post(ctx context.Context, key string, wantLead bool) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url, bytes.NewReader(g.body))
+	if err != nil {
+		return answer{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	var a answer
+	if wantLead && resp.StatusCode == http.StatusAccepted {
+		var b struct {
+			LeadID string `json:"lead_id"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&b)
+		a.leadID = b.LeadID
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	a.latency = time.Since(start)
+	a.status, a.replayed = resp.StatusCode, resp.Header.Get("Idempotent-Replayed")
+	return a, err
+}
+
+// loadResult is one closed-loop phase.
+type loadResult struct {
+	Clients  int            `json:"clients"`
+	Seconds  float64        `json:"seconds"`
+	Requests int            `json:"requests"`
+	Errors   int            `json:"errors"`
+	Statuses map[string]int `json:"statuses"`
+	PerS     float64        `json:"per_s"`
+	P50Ms    float64        `json:"latency_p50_ms"`
+	P99Ms    float64        `json:"latency_p99_ms"`
+	MaxMs    float64        `json:"latency_max_ms"`
+	CPU      cpuUse         `json:"cpu_cores"`
+	// FirstError is the first unexpected answer, for the report.
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// closedLoop runs clients goroutines, each sending one request after the
+// other: first for warmup (not counted), then for d. do(w, i) sends the i-th
+// request of goroutine w and says whether its answer was the expected one.
+func closedLoop(ctx context.Context, clients int, warmup, d time.Duration, do func(ctx context.Context, w, i int) (answer, error), ok func(answer) bool) *loadResult {
+	var (
+		measuring atomic.Bool
+		stop      atomic.Bool
+		mu        sync.Mutex
+		lat       []time.Duration
+		res       = &loadResult{Clients: clients, Statuses: map[string]int{}}
+		wg        sync.WaitGroup
+	)
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			statuses := map[string]int{}
+			errs := 0
+			firstErr := ""
+			for i := 0; !stop.Load() && ctx.Err() == nil; i++ {
+				counted := measuring.Load()
+				a, err := do(ctx, w, i)
+				if !counted || !measuring.Load() {
+					continue
+				}
+				switch {
+				case err != nil:
+					errs++
+					statuses["error"]++
+					if firstErr == "" {
+						firstErr = err.Error()
+					}
+				case !ok(a):
+					errs++
+					statuses[fmt.Sprint(a.status)]++
+					if firstErr == "" {
+						firstErr = fmt.Sprintf("status %d, Idempotent-Replayed %q", a.status, a.replayed)
+					}
+				default:
+					statuses[fmt.Sprint(a.status)]++
+					mine = append(mine, a.latency)
+				}
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			for k, v := range statuses {
+				res.Statuses[k] += v
+			}
+			res.Errors += errs
+			if res.FirstError == "" {
+				res.FirstError = firstErr
+			}
+			mu.Unlock()
+		}()
+	}
+	sleepCtx(ctx, warmup)
+	before := takeCPU(benchPIDs()...)
+	start := time.Now()
+	measuring.Store(true)
+	sleepCtx(ctx, d)
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	after := takeCPU(benchPIDs()...)
+	stop.Store(true)
+	wg.Wait()
+
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	res.Seconds = elapsed.Seconds()
+	res.Requests = len(lat)
+	res.PerS = float64(len(lat)) / elapsed.Seconds()
+	res.P50Ms, res.P99Ms = percentileMs(lat, 0.50), percentileMs(lat, 0.99)
+	if len(lat) > 0 {
+		res.MaxMs = ms(lat[len(lat)-1])
+	}
+	res.CPU = cpuBetween(before, after, apiPID, workerPID)
+	return res
+}
+
+// percentileMs returns the p-quantile (nearest rank) of sorted durations, in
+// milliseconds.
+func percentileMs(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p+0.999999) - 1
+	i = min(max(i, 0), len(sorted)-1)
+	return ms(sorted[i])
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

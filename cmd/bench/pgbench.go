@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The pgbench scripts. {{FINGERPRINT}} and {{SUBMISSION}} are replaced by
+// the fingerprint and canonical JSON of the body the load generator sends.
+var (
+	//go:embed claim.pgbench
+	claimScript string
+	//go:embed select.pgbench
+	selectScript string
+	//go:embed replay.pgbench
+	replayScript string
+)
+
+// pgbenchResult is one pgbench run.
+type pgbenchResult struct {
+	Script       string  `json:"script"`
+	Clients      int     `json:"clients"`
+	Threads      int     `json:"threads"`
+	Seconds      float64 `json:"seconds"`
+	TPS          float64 `json:"tps"`
+	Transactions int64   `json:"transactions"`
+	Failed       int64   `json:"failed"`
+	AvgMs        float64 `json:"latency_avg_ms"`
+	P50Ms        float64 `json:"latency_p50_ms"`
+	P99Ms        float64 `json:"latency_p99_ms"`
+	CPU          cpuUse  `json:"cpu_cores"`
+}
+
+// findPgbench returns the pgbench of the server's installation: explicit,
+// then pg_config's bindir, then /usr/lib/postgresql/*/bin, then PATH.
+func findPgbench(explicit string) (string, error) {
+	if explicit != "" {
+		return explicit, nil
+	}
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		p := filepath.Join(strings.TrimSpace(string(out)), "pgbench")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench"); len(m) > 0 {
+		sort.Slice(m, func(i, j int) bool { return versionOf(m[i]) < versionOf(m[j]) })
+		return m[len(m)-1], nil
+	}
+	if p, err := exec.LookPath("pgbench"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("pgbench not found: install PostgreSQL's server package or pass -pgbench")
+}
+
+func versionOf(path string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(path))))
+	return n
+}
+
+// pgbenchVariable matches what pgbench takes for a variable: a colon and a
+// letter or underscore.
+var pgbenchVariable = regexp.MustCompile(`:[A-Za-z_]`)
+
+// fillScript puts the submission into a script.
+// JSON literals after a colon get a space before them (jsonb stores the same
+// value); a colon before a letter anywhere else is refused.
+func fillScript(script string, fingerprint [32]byte, canonical []byte) (string, error) {
+	literal := strings.NewReplacer(`":true`, `": true`, `":false`, `": false`, `":null`, `": null`).Replace(string(canonical))
+	if pgbenchVariable.MatchString(literal) || strings.ContainsRune(literal, '\'') {
+		return "", errors.New("the bench body cannot go into a pgbench script as it is (a colon before a letter, or a quote)")
+	}
+	r := strings.NewReplacer("{{FINGERPRINT}}", `\x`+hex.EncodeToString(fingerprint[:]), "{{SUBMISSION}}", literal)
+	return r.Replace(script), nil
+}
+
+// runPgbench runs one script with -M prepared and returns its figures.
+func runPgbench(ctx context.Context, bin, dbURL, name, script string, clients, threads int, d time.Duration, vars map[string]string) (*pgbenchResult, error) {
+	dir, err := os.MkdirTemp("", "leadintake-bench-pgbench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, name+".pgbench")
+	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
+		return nil, err
+	}
+	args := []string{
+		"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads),
+		"-T", strconv.Itoa(max(1, int(d.Round(time.Second).Seconds()))),
+		"-f", file, "--log", "--log-prefix=" + filepath.Join(dir, "log"),
+	}
+	for k, v := range vars {
+		args = append(args, "-D", k+"="+v)
+	}
+	args = append(args, dbURL)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	before := takeCPU()
+	out, err := cmd.CombinedOutput()
+	after := takeCPU()
+	if err != nil {
+		return nil, fmt.Errorf("pgbench %s: %w\n%s", name, err, out)
+	}
+	res := &pgbenchResult{Script: name, Clients: clients, Threads: threads, Seconds: d.Seconds()}
+	res.CPU = cpuBetween(before, after, 0, 0)
+	res.CPU.Bench = 0
+	if st := cmd.ProcessState; st != nil {
+		res.CPU.Pgbench = (st.UserTime() + st.SystemTime()).Seconds() / after.at.Sub(before.at).Seconds()
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "tps = "):
+			res.TPS, _ = strconv.ParseFloat(strings.Fields(line)[2], 64)
+		case strings.HasPrefix(line, "latency average = "):
+			res.AvgMs, _ = strconv.ParseFloat(strings.Fields(line)[3], 64)
+		case strings.HasPrefix(line, "number of transactions actually processed: "):
+			f := strings.Fields(strings.TrimPrefix(line, "number of transactions actually processed: "))
+			res.Transactions, _ = strconv.ParseInt(strings.Split(f[0], "/")[0], 10, 64)
+		case strings.HasPrefix(line, "number of failed transactions: "):
+			f := strings.Fields(strings.TrimPrefix(line, "number of failed transactions: "))
+			res.Failed, _ = strconv.ParseInt(f[0], 10, 64)
+		}
+	}
+	if res.TPS == 0 {
+		return nil, fmt.Errorf("pgbench %s: no tps in its output:\n%s", name, out)
+	}
+	lat, err := readPgbenchLogs(dir)
+	if err != nil {
+		return nil, err
+	}
+	res.P50Ms, res.P99Ms = percentileMs(lat, 0.50), percentileMs(lat, 0.99)
+	return res, nil
+}
+
+// readPgbenchLogs reads the per-transaction logs (client, transaction,
+// latency in µs, ...).
+func readPgbenchLogs(dir string) ([]time.Duration, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "log.*"))
+	if err != nil {
+		return nil, err
+	}
+	var lat []time.Duration
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 3 {
+				continue
+			}
+			us, err := strconv.ParseInt(fields[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			lat = append(lat, time.Duration(us)*time.Microsecond)
+		}
+		f.Close()
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat, nil
+}
+
+// prefillFinished fills idempotency_keys with n finished keys of client
+// 'bench' named fin-1..fin-n, for the select and replay scripts.
+func prefillFinished(ctx context.Context, dbURL string, n int, fingerprint [32]byte) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, q := range []string{
+		`TRUNCATE idempotency_keys, leads, river_job`,
+		`INSERT INTO idempotency_keys (client_id, key, fingerprint, state, lead_id, response_status,
+            response_body, finished_at, expires_at)
+         SELECT 'bench', 'fin-' || g, $1, 'completed', gen_random_uuid(), 201,
+            json_build_object('status', 'completed', 'lead_id', gen_random_uuid(),
+                'crm_id', 'crm_' || md5(g::text), 'score', 75, 'tier', 'warm',
+                'notified', true, 'warnings', json_build_array()),
+            now(), now() + interval '168 hours'
+         FROM generate_series(1, ` + strconv.Itoa(n) + `) g`,
+		`VACUUM ANALYZE idempotency_keys`,
+	} {
+		var args []any
+		if strings.Contains(q, "$1") {
+			args = []any{fingerprint[:]}
+		}
+		if _, err := conn.Exec(ctx, q, args...); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/system"
+)
+
+// apiPID and workerPID are the running processes, for the CPU figures (0
+// when not running).
+var apiPID, workerPID int
+
+func benchPIDs() []int {
+	return []int{apiPID, workerPID, selfPID}
+}
+
+// scratchDB creates a database on the server and returns its URL and a
+// function that drops it.
+func scratchDB(ctx context.Context, serverURL, prefix string) (string, func(), error) {
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("connect to %s: %w", redacted(serverURL), err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	name := prefix + randomHex(5)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, fmt.Errorf("create database: %w", err)
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, serverURL)
+		if err != nil {
+			fmt.Printf("drop %s: %v\n", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			fmt.Printf("drop %s: %v\n", name, err)
+		}
+	}
+	return withDatabase(serverURL, name), drop, nil
+}
+
+// migrate runs `api migrate` on dbURL.
+func migrate(ctx context.Context, bins *system.Binaries, dbURL string) error {
+	p, err := system.Start(bins.Path("api"), []string{"DATABASE_URL=" + dbURL}, "migrate")
+	if err != nil {
+		return err
+	}
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		p.Kill()
+		return ctx.Err()
+	}
+	if err := p.ExitErr(); err != nil {
+		return fmt.Errorf("api migrate: %v\n%s", err, p.Output())
+	}
+	return nil
+}
+
+// stack is the system under test: api and worker processes on a database
+// of their own, the fake downstream in this process.
+type stack struct {
+	bins    *system.Binaries
+	dbURL   string
+	pool    *pgxpool.Pool
+	token   string
+	apiURL  string
+	api     *system.Process
+	worker  *system.Process
+	fake    *fake.Server
+	fakeSrv *httptest.Server
+	notify  *notifyLog
+}
+
+// notifyLog timestamps each notification as the fake receives it, by lead.
+type notifyLog struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (n *notifyLog) get(leadID string) (time.Time, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	t, ok := n.at[leadID]
+	return t, ok
+}
+
+func newStack(bins *system.Binaries, dbURL string, pool *pgxpool.Pool) *stack {
+	s := &stack{bins: bins, dbURL: dbURL, pool: pool, token: "bench-" + randomHex(16)}
+	s.fake = fake.New(nil)
+	s.notify = &notifyLog{at: map[string]time.Time{}}
+	s.fakeSrv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/notify" {
+			at := time.Now()
+			body, _ := io.ReadAll(r.Body)
+			var n struct {
+				LeadID string `json:"lead_id"`
+			}
+			if json.Unmarshal(body, &n) == nil && n.LeadID != "" {
+				s.notify.mu.Lock()
+				if _, seen := s.notify.at[n.LeadID]; !seen {
+					s.notify.at[n.LeadID] = at
+				}
+				s.notify.mu.Unlock()
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		s.fake.ServeHTTP(w, r)
+	}))
+	return s
+}
+
+func (s *stack) startAPI(ctx context.Context) error {
+	sum := sha256.Sum256([]byte(s.token))
+	p, err := system.Start(s.bins.Path("api"), []string{
+		"DATABASE_URL=" + s.dbURL,
+		"API_ADDR=127.0.0.1:0",
+		"ADMIN_ADDR=127.0.0.1:0",
+		"API_CLIENTS=" + benchClient + "=" + hex.EncodeToString(sum[:]),
+	})
+	if err != nil {
+		return err
+	}
+	s.api = p
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	addr, err := p.Addr(actx, "addr")
+	if err != nil {
+		return err
+	}
+	s.apiURL = "http://" + addr
+	apiPID = p.Pid()
+	return nil
+}
+
+func (s *stack) startWorker(ctx context.Context) error {
+	p, err := system.Start(s.bins.Path("worker"), []string{
+		"DATABASE_URL=" + s.dbURL,
+		"ADMIN_ADDR=127.0.0.1:0",
+		"ENRICHMENT_URL=" + s.fakeSrv.URL + "/enrichment",
+		"CRM_URL=" + s.fakeSrv.URL + "/crm",
+		"NOTIFY_URL=" + s.fakeSrv.URL + "/notify",
+	})
+	if err != nil {
+		return err
+	}
+	s.worker = p
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := p.Addr(actx, "admin_addr"); err != nil {
+		return err
+	}
+	workerPID = p.Pid()
+	return nil
+}
+
+func (s *stack) close() {
+	for _, p := range []*system.Process{s.worker, s.api} {
+		if p != nil {
+			if err := p.Stop(30 * time.Second); err != nil {
+				fmt.Printf("stop: %v\n", err)
+			}
+		}
+	}
+	apiPID, workerPID = 0, 0
+	s.fake.Close()
+	s.fakeSrv.Close()
+}
+
+// unfinished counts the keys still processing (or awaiting reconciliation).
+func (s *stack) unfinished(ctx context.Context) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE state IN ('processing', 'needs_reconciliation')`).Scan(&n)
+	return n, err
+}
+
+// waitFinished polls until no key is unfinished and returns when that was
+// first seen.
+func (s *stack) waitFinished(ctx context.Context, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		n, err := s.unfinished(ctx)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if n == 0 {
+			return time.Now(), nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("%d keys still unfinished after %s", n, timeout)
+		}
+		sleepCtx(ctx, 10*time.Millisecond)
+		if ctx.Err() != nil {
+			return time.Time{}, ctx.Err()
+		}
+	}
+}
+
+func withDatabase(serverURL, name string) string {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		panic(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// withParams sets query parameters of a URL.
+func withParams(serverURL string, kv ...string) string {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		panic(err)
+	}
+	q := u.Query()
+	for i := 0; i+1 < len(kv); i += 2 {
+		q.Set(kv[i], kv[i+1])
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func numCPU() int { return runtime.NumCPU() }
+
+func redacted(serverURL string) string {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
