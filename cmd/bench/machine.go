@@ -216,8 +216,12 @@ type cpuUse struct {
 	// downstream.
 	Bench   float64 `json:"bench"`
 	Pgbench float64 `json:"pgbench_client,omitempty"`
+	// Other is the rest of Machine: other processes, and kernel work not
+	// charged to a process. Much of it means the machine was not quiet.
+	Other float64 `json:"other"`
 }
 
+// cpuBetween is the CPU use between two snapshots.
 func cpuBetween(a, b cpuSnapshot, apiPID, workerPID int) cpuUse {
 	wall := b.at.Sub(a.at).Seconds()
 	cores := func(ticks int64) float64 {
@@ -239,5 +243,6 @@ func cpuBetween(a, b cpuSnapshot, apiPID, workerPID int) cpuUse {
 	if workerPID > 0 {
 		u.Worker = cores(b.pids[workerPID] - a.pids[workerPID])
 	}
+	u.Other = u.Machine - u.Postgres - u.API - u.Worker - u.Bench
 	return u
 }

@@ -210,12 +210,17 @@ func run(ctx context.Context, args []string) error {
 		fmt.Println("WARNING:", msg)
 		res.Warnings = append(res.Warnings, msg)
 	}
+	// The load average is only telling before the first phase: later it
+	// counts the benchmark's own work. Then tests running, and the CPU of
+	// other processes in each phase (cpu_cores.other), tell.
+	if l, tests := loadAvg(), busyTests(); l[0] >= 1 || len(tests) > 0 {
+		warn("at start: load average %.2f, tests running %v: the figures are not reliable", l[0], tests)
+	}
 	checkQuiet := func(when string) {
-		if l, tests := loadAvg(), busyTests(); l[0] >= 1 || len(tests) > 0 {
-			warn("%s: load average %.2f, tests running %v: the figures are not reliable", when, l[0], tests)
+		if tests := busyTests(); len(tests) > 0 {
+			warn("%s: tests running %v: the figures are not reliable", when, tests)
 		}
 	}
-	checkQuiet("at start")
 
 	sub, err := intake.DecodeSubmission([]byte(benchBody), &intake.DecodeOpts{})
 	if err != nil {
@@ -253,6 +258,7 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	checkQuiet("at end")
 	res.LoadEnd = loadAvg()
 
 	if c, s := res.Service.Claims, res.Pgbench.Claim; c != nil && s != nil {
@@ -703,8 +709,8 @@ func printSummary(r *results) {
 	fmt.Printf("load average at start %.2f, at end %.2f\n", r.Machine.LoadAtStart[0], r.LoadEnd[0])
 	pg := func(name string, p *pgbenchResult) {
 		if p != nil {
-			fmt.Printf("  %-34s %9.0f tx/s   p50 %6.2f ms  p99 %6.2f ms  (%d failed; cores: machine %.2f, pgbench client %.2f)\n",
-				name, p.TPS, p.P50Ms, p.P99Ms, p.Failed, p.CPU.Machine, p.CPU.Pgbench)
+			fmt.Printf("  %-34s %9.0f tx/s   p50 %6.2f ms  p99 %6.2f ms  (%d failed; cores: machine %.2f, postgres %.2f, pgbench client %.2f, other %.2f)\n",
+				name, p.TPS, p.P50Ms, p.P99Ms, p.Failed, p.CPU.Machine, p.CPU.Postgres, p.CPU.Pgbench, p.CPU.Other)
 		}
 	}
 	fmt.Println("PostgreSQL's limit (pgbench -M prepared):")
@@ -714,8 +720,8 @@ func printSummary(r *results) {
 	fmt.Println("the service:")
 	lr := func(name string, l *loadResult) {
 		if l != nil {
-			fmt.Printf("  %-34s %9.0f /s     p50 %6.2f ms  p99 %6.2f ms  (%d errors; cores: machine %.2f, api %.2f, worker %.2f, postgres %.2f, bench %.2f)\n",
-				name, l.PerS, l.P50Ms, l.P99Ms, l.Errors, l.CPU.Machine, l.CPU.API, l.CPU.Worker, l.CPU.Postgres, l.CPU.Bench)
+			fmt.Printf("  %-34s %9.0f /s     p50 %6.2f ms  p99 %6.2f ms  (%d errors; cores: machine %.2f, api %.2f, worker %.2f, postgres %.2f, bench %.2f, other %.2f)\n",
+				name, l.PerS, l.P50Ms, l.P99Ms, l.Errors, l.CPU.Machine, l.CPU.API, l.CPU.Worker, l.CPU.Postgres, l.CPU.Bench, l.CPU.Other)
 			if l.FirstError != "" {
 				fmt.Printf("  %-34s first error: %s\n", "", l.FirstError)
 			}
@@ -729,11 +735,13 @@ func printSummary(r *results) {
 		fmt.Printf("  %-34s p50 %6.2f ms  p90 %6.2f ms  p99 %6.2f ms\n", "  of which job created to fetched", p.JobWait.P50Ms, p.JobWait.P90Ms, p.JobWait.P99Ms)
 		fmt.Printf("  %-34s p50 %6.2f ms  p90 %6.2f ms  p99 %6.2f ms\n", "  of which fetched to notification", p.FetchToNotify.P50Ms, p.FetchToNotify.P90Ms, p.FetchToNotify.P99Ms)
 		fmt.Printf("  %-34s p50 %6.2f ms  p90 %6.2f ms  p99 %6.2f ms\n", "POST to key finished (db clock)", p.PostToFinished.P50Ms, p.PostToFinished.P90Ms, p.PostToFinished.P99Ms)
-		fmt.Printf("  %-34s p50 %6.2f ms  p99 %6.2f ms\n", "the paced POSTs", p.Post.P50Ms, p.Post.P99Ms)
+		fmt.Printf("  %-34s p50 %6.2f ms  p99 %6.2f ms  (cores: machine %.2f, api %.2f, worker %.2f, postgres %.2f, bench %.2f, other %.2f)\n",
+			"the paced POSTs", p.Post.P50Ms, p.Post.P99Ms, p.CPU.Machine, p.CPU.API, p.CPU.Worker, p.CPU.Postgres, p.CPU.Bench, p.CPU.Other)
 	}
 	if b := r.Service.Burst; b != nil {
-		fmt.Printf("  %-34s %9.0f /s     (%d leads: submitted in %.2f s, all completed after %.2f s; %d errors)\n",
-			"burst: completed leads", b.CompletedPerS, b.Leads, b.SubmitSeconds, b.TotalSeconds, b.Errors)
+		fmt.Printf("  %-34s %9.0f /s     (%d leads: submitted in %.2f s, all completed after %.2f s; %d errors; cores: machine %.2f, api %.2f, worker %.2f, postgres %.2f, bench %.2f, other %.2f)\n",
+			"burst: completed leads", b.CompletedPerS, b.Leads, b.SubmitSeconds, b.TotalSeconds, b.Errors,
+			b.CPU.Machine, b.CPU.API, b.CPU.Worker, b.CPU.Postgres, b.CPU.Bench, b.CPU.Other)
 	}
 	if r.Ratios.ClaimsToPgbenchClaim > 0 {
 		fmt.Printf("ratio new claims / pgbench claim:   %.2f\n", r.Ratios.ClaimsToPgbenchClaim)

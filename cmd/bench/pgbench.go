@@ -110,19 +110,33 @@ func runPgbench(ctx context.Context, bin, dbURL, name, script string, clients, t
 	args = append(args, dbURL)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
-	before := takeCPU()
-	out, err := cmd.CombinedOutput()
-	after := takeCPU()
-	if err != nil {
-		return nil, fmt.Errorf("pgbench %s: %w\n%s", name, err, out)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("pgbench %s: %w", name, err)
+	}
+	// CPU is sampled inside the run, while pgbench's connections (and so
+	// their server processes) are alive: from 1 s in to 1 s before the end.
+	waitc := make(chan error, 1)
+	go func() { waitc <- cmd.Wait() }()
+	var before, after cpuSnapshot
+	if d >= 3*time.Second {
+		sleepCtx(ctx, time.Second)
+		before = takeCPU(cmd.Process.Pid)
+		sleepCtx(ctx, d-2*time.Second)
+		after = takeCPU(cmd.Process.Pid)
+	}
+	if err := <-waitc; err != nil {
+		return nil, fmt.Errorf("pgbench %s: %w\n%s", name, err, out.String())
 	}
 	res := &pgbenchResult{Script: name, Clients: clients, Threads: threads, Seconds: d.Seconds()}
-	res.CPU = cpuBetween(before, after, 0, 0)
-	res.CPU.Bench = 0
-	if st := cmd.ProcessState; st != nil {
-		res.CPU.Pgbench = (st.UserTime() + st.SystemTime()).Seconds() / after.at.Sub(before.at).Seconds()
+	if !before.at.IsZero() {
+		res.CPU = cpuBetween(before, after, 0, 0)
+		pid := cmd.Process.Pid
+		res.CPU.Pgbench = float64(after.pids[pid]-before.pids[pid]) / clockTick / after.at.Sub(before.at).Seconds()
+		res.CPU.Other -= res.CPU.Pgbench
 	}
-	for _, line := range strings.Split(string(out), "\n") {
+	for _, line := range strings.Split(out.String(), "\n") {
 		line = strings.TrimSpace(line)
 		switch {
 		case strings.HasPrefix(line, "tps = "):
@@ -138,7 +152,7 @@ func runPgbench(ctx context.Context, bin, dbURL, name, script string, clients, t
 		}
 	}
 	if res.TPS == 0 {
-		return nil, fmt.Errorf("pgbench %s: no tps in its output:\n%s", name, out)
+		return nil, fmt.Errorf("pgbench %s: no tps in its output:\n%s", name, out.String())
 	}
 	lat, err := readPgbenchLogs(dir)
 	if err != nil {
