@@ -1,0 +1,389 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/leadintake/leadintake/intake"
+)
+
+// checker drains a phase and checks its invariants.
+type checker struct {
+	p      *phase
+	s      *stack
+	l      *load
+	faults *faultLog
+
+	drains        []string // how each drain went
+	rows          map[string]*keyRow
+	reopened      int
+	unsettled     int // keys left in needs_reconciliation
+	redelivered   int
+	explained     int
+	notifications int
+	deliveries    int
+}
+
+// keyRow is a key as the database holds it.
+type keyRow struct {
+	state       string
+	leadID      string
+	status      int
+	body        []byte
+	failureCode string
+}
+
+// drain waits until no key is processing or awaiting reconciliation, or
+// the phase's drain bound passes.
+func (c *checker) drain(ctx context.Context, why string) {
+	start := time.Now()
+	deadline := start.Add(c.p.drainFor)
+	lastPrint := start
+	for {
+		var processing, reconciling int
+		err := c.s.pool.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE state = 'processing'), count(*) FILTER (WHERE state = 'needs_reconciliation')
+FROM idempotency_keys`).Scan(&processing, &reconciling)
+		if err == nil && processing == 0 && reconciling == 0 {
+			c.drains = append(c.drains, fmt.Sprintf("%s: drained in %s", why, time.Since(start).Round(100*time.Millisecond)))
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			c.drains = append(c.drains, fmt.Sprintf("%s: NOT drained within %s: %d processing, %d needs_reconciliation (err %v)",
+				why, c.p.drainFor, processing, reconciling, err))
+			return
+		}
+		if time.Since(lastPrint) >= progressEvery {
+			lastPrint = time.Now()
+			c.p.out.f("  draining %s: %d processing, %d needs_reconciliation", time.Since(start).Round(time.Second), processing, reconciling)
+		}
+		sleep(ctx, drainPollPeriod)
+	}
+}
+
+// loadRows reads every key.
+func (c *checker) loadRows(ctx context.Context) error {
+	rows, err := c.s.pool.Query(ctx, `
+SELECT client_id, key, state, lead_id::text, coalesce(response_status, 0), response_body, coalesce(failure_code, '')
+FROM idempotency_keys`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	c.rows = map[string]*keyRow{}
+	for rows.Next() {
+		var client, key string
+		r := &keyRow{}
+		var status int16
+		if err := rows.Scan(&client, &key, &r.state, &r.leadID, &status, &r.body, &r.failureCode); err != nil {
+			return err
+		}
+		r.status = int(status)
+		c.rows[client+"/"+key] = r
+	}
+	return rows.Err()
+}
+
+func (c *checker) check(ctx context.Context) {
+	p := c.p
+	subs := c.l.submissions()
+	if err := c.loadRows(ctx); err != nil {
+		p.violate(invLost, "read the keys: %v", err)
+		return
+	}
+
+	// The last word on every accepted key: replayed byte for byte, or, for
+	// a key that failed for want of the downstream, re-opened by its retry
+	// and then finished.
+	var reopen []*submission
+	for _, sub := range subs {
+		row := c.rows[sub.id()]
+		if !sub.accepted || row == nil {
+			continue
+		}
+		if row.state == intake.StateFailed && row.failureCode == intake.CodeDownstreamUnavailable {
+			a := c.postFinal(ctx, sub)
+			if a.status != http.StatusAccepted || a.replayed != "false" || a.leadID != row.leadID {
+				p.violate(invReplay, "%s: the retry of a downstream_unavailable key got %d replayed=%q %s", sub.id(), a.status, a.replayed, a.body)
+			}
+			reopen = append(reopen, sub)
+		}
+	}
+	if len(reopen) > 0 {
+		c.reopened = len(reopen)
+		p.out.f("  %d keys failed with downstream_unavailable were retried at the end; draining them", len(reopen))
+		c.drain(ctx, "after the re-opening retries")
+		if err := c.loadRows(ctx); err != nil {
+			p.violate(invLost, "read the keys: %v", err)
+			return
+		}
+	}
+
+	known := map[string]bool{}
+	for _, sub := range subs {
+		known[sub.id()] = true
+		c.checkSubmission(ctx, sub)
+	}
+	for id := range c.rows {
+		if !known[id] {
+			p.violate(invOneLead, "%s: a key the soak never sent", id)
+		}
+	}
+	c.checkLeads(ctx)
+	c.checkDownstream(subs)
+}
+
+// postFinal re-POSTs a submission's own payload until an answer other than
+// a 503 comes back, and records it.
+func (c *checker) postFinal(ctx context.Context, sub *submission) answer {
+	for range 60 {
+		a, err := c.l.post(sub, sub.lead.encode(nil), false, nil)
+		if err == nil && a.status != http.StatusServiceUnavailable {
+			a.afterDrain = true
+			sub.record(a, false)
+			return a
+		}
+		sleep(ctx, time.Second)
+	}
+	return answer{}
+}
+
+// checkSubmission checks one logical submission against its key's row.
+func (c *checker) checkSubmission(ctx context.Context, sub *submission) {
+	p := c.p
+	row := c.rows[sub.id()]
+	sub.mu.Lock()
+	accepted := sub.accepted
+	sub.mu.Unlock()
+	switch {
+	case !accepted:
+		return // never answered: reported by the load as such
+	case row == nil:
+		p.violate(invLost, "%s: accepted, and its key is not in the database", sub.id())
+		return
+	case row.state == intake.StateProcessing:
+		p.violate(invFinal, "%s: still processing after the drain", sub.id())
+	case row.state == intake.StateNeedsReconciliation:
+		c.unsettled++
+	}
+
+	// The replay, and the operation, after the drain.
+	final := c.postFinal(ctx, sub)
+	switch row.state {
+	case intake.StateCompleted, intake.StateFailed:
+		if final.status != row.status || !bytes.Equal(final.body, row.body) || final.replayed != "true" {
+			p.violate(invReplay, "%s: replay %d replayed=%q %s; stored %d %s", sub.id(), final.status, final.replayed, final.body, row.status, row.body)
+		}
+	case intake.StateNeedsReconciliation:
+		if final.status != http.StatusAccepted || final.replayed != "true" || !bytes.Contains(final.body, []byte(`"status":"needs_reconciliation"`)) {
+			p.violate(invReplay, "%s: replay of a key awaiting reconciliation: %d %s", sub.id(), final.status, final.body)
+		}
+	}
+	status, body, err := c.l.get(sub)
+	var op struct {
+		State    string `json:"state"`
+		LeadID   string `json:"lead_id"`
+		Response *struct {
+			Status int             `json:"status"`
+			Body   json.RawMessage `json:"body"`
+		} `json:"response"`
+	}
+	switch {
+	case err != nil || status != http.StatusOK:
+		p.violate(invLost, "%s: GET operation after the drain: %d %s %v", sub.id(), status, body, err)
+	case json.Unmarshal(body, &op) != nil:
+		p.violate(invWellFormed, "%s: GET operation: %s", sub.id(), body)
+	case row.state == intake.StateCompleted || row.state == intake.StateFailed:
+		if op.Response == nil || op.Response.Status != final.status || !bytes.Equal(op.Response.Body, final.body) {
+			p.violate(invReplay, "%s: the replayed body %s differs from the operation's response %s", sub.id(), final.body, body)
+		}
+	}
+
+	sub.mu.Lock()
+	answers := append([]answer(nil), sub.answers...)
+	blind := append([]answer(nil), sub.blind...)
+	polled := append([]string(nil), sub.polled...)
+	sub.mu.Unlock()
+
+	// Every lead id the client was told is the stored one.
+	for _, a := range answers {
+		if a.leadID != "" && a.leadID != row.leadID {
+			p.violate(invLeadID, "%s: a %d named lead %s; the key holds %s", sub.id(), a.status, a.leadID, row.leadID)
+		}
+	}
+	for _, id := range polled {
+		if id != row.leadID {
+			p.violate(invLeadID, "%s: GET operation named lead %s; the key holds %s", sub.id(), id, row.leadID)
+		}
+	}
+
+	// Every final answer seen during the run is the stored one. A 502 may
+	// be re-opened by a later retry (the soak's, or a dropped one), and
+	// then differ.
+	for _, a := range answers {
+		if a.afterDrain {
+			continue // checked above
+		}
+		switch a.status {
+		case http.StatusCreated, http.StatusUnprocessableEntity:
+			if a.status != row.status || !bytes.Equal(a.body, row.body) {
+				p.violate(invReplay, "%s: a %d during the run %s; stored %d %s", sub.id(), a.status, a.body, row.status, row.body)
+			}
+		case http.StatusBadGateway:
+			if a.status == row.status && bytes.Equal(a.body, row.body) {
+				continue
+			}
+			if !reopenedAfter(a, answers, blind) {
+				p.violate(invReplay, "%s: a 502 during the run %s, never re-opened; stored %d %s", sub.id(), a.body, row.status, row.body)
+			}
+		}
+	}
+}
+
+// reopenedAfter reports whether a request of the key could have re-opened
+// it after the 502 a was sent: a 202 that says it was not a replay, or a
+// request whose answer the client never read.
+func reopenedAfter(a answer, answers, blind []answer) bool {
+	for _, x := range answers {
+		if x.status == http.StatusAccepted && x.replayed == "false" && x.received.After(a.sent) {
+			return true
+		}
+	}
+	for _, x := range blind {
+		if x.received.After(a.sent) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLeads checks the leads table: one lead per key, the key's.
+func (c *checker) checkLeads(ctx context.Context) {
+	rows, err := c.s.pool.Query(ctx, `
+SELECT l.client_id, l.idempotency_key, count(*), bool_and(l.id = k.lead_id)
+FROM leads l LEFT JOIN idempotency_keys k ON k.client_id = l.client_id AND k.key = l.idempotency_key
+GROUP BY 1, 2`)
+	if err != nil {
+		c.p.violate(invOneLead, "read the leads: %v", err)
+		return
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var client, key string
+		var count int
+		var matches *bool
+		if err := rows.Scan(&client, &key, &count, &matches); err != nil {
+			c.p.violate(invOneLead, "read the leads: %v", err)
+			return
+		}
+		n++
+		if count != 1 || matches == nil || !*matches {
+			c.p.violate(invOneLead, "%s/%s: %d leads (all the key's own: %v)", client, key, count, matches != nil && *matches)
+		}
+	}
+	if n != len(c.rows) {
+		c.p.violate(invOneLead, "%d keys with leads, %d keys", n, len(c.rows))
+	}
+}
+
+// checkDownstream checks what the fake received against the keys.
+func (c *checker) checkDownstream(subs []*submission) {
+	p := c.p
+	st := c.s.fake.State()
+	refs := map[string]string{} // external_ref -> submission id
+	for _, sub := range subs {
+		refs[intake.ExternalRef(sub.client, sub.key)] = sub.id()
+	}
+	for ref, rec := range st.CRM {
+		id, ok := refs[ref]
+		switch {
+		case !ok:
+			p.violate(invOneCRM, "a CRM record under %s, which is no key's", ref)
+		case rec.Records != 1:
+			p.violate(invOneCRM, "%s: %d CRM records %v", id, rec.Records, rec.IDs)
+		}
+	}
+	if st.Totals.DuplicateRefs != 0 {
+		p.violate(invOneCRM, "%d references with more than one CRM record", st.Totals.DuplicateRefs)
+	}
+
+	for key, n := range st.Notifications {
+		ref, ok := strings.CutSuffix(key, ":notify")
+		if _, known := refs[ref]; !ok || !known {
+			p.violate(invOneNotify, "a notification under %q, which is no key's", key)
+			continue
+		}
+		c.deliveries += n.Deliveries
+		if n.Deliveries > 1 {
+			c.redelivered++
+			if c.faults.unansweredDeliveries(ref) >= n.Deliveries-1 {
+				c.explained++
+			}
+		}
+	}
+	c.notifications = len(st.Notifications)
+
+	for _, sub := range subs {
+		row := c.rows[sub.id()]
+		if row == nil || row.state != intake.StateCompleted {
+			continue
+		}
+		ref := intake.ExternalRef(sub.client, sub.key)
+		var body struct {
+			CRMID    string `json:"crm_id"`
+			Notified bool   `json:"notified"`
+		}
+		if err := json.Unmarshal(row.body, &body); err != nil {
+			p.violate(invWellFormed, "%s: stored body %s", sub.id(), row.body)
+			continue
+		}
+		rec, ok := st.CRM[ref]
+		if !ok || len(rec.IDs) == 0 || rec.IDs[0] != body.CRMID {
+			p.violate(invOneCRM, "%s: completed with crm_id %q; the CRM holds %+v", sub.id(), body.CRMID, rec)
+		}
+		if _, ok := st.Notifications[ref+":notify"]; body.Notified && !ok {
+			p.violate(invOneNotify, "%s: notified, and the notification service has nothing", sub.id())
+		}
+	}
+}
+
+// scanLogs reads the processes' output for 5xx answers the clients may
+// not have seen (their connections dropped) and for panics.
+func (c *checker) scanLogs() {
+	for name, out := range map[string]string{"api": c.s.api.Output()} {
+		for line := range strings.Lines(out) {
+			var ev struct {
+				Msg    string `json:"msg"`
+				Status int    `json:"status"`
+			}
+			if json.Unmarshal([]byte(line), &ev) != nil {
+				if strings.Contains(line, "panic") {
+					c.p.violate(invNo500, "%s printed: %s", name, strings.TrimSpace(line))
+				}
+				continue
+			}
+			if ev.Msg == "request" && ev.Status >= 500 && ev.Status != http.StatusServiceUnavailable {
+				c.p.violate(invNo500, "%s logged: %s", name, strings.TrimSpace(line))
+			}
+			if ev.Msg == "panic" {
+				c.p.violate(invNo500, "%s logged: %s", name, strings.TrimSpace(line))
+			}
+		}
+	}
+	for i, w := range c.s.workers {
+		if strings.Contains(w.Output(), "panic:") || strings.Contains(w.Output(), `"msg":"panic"`) {
+			c.p.violate(invProcesses, "worker %d panicked", i+1)
+		}
+	}
+	c.p.stats.mu.Lock()
+	for _, e := range c.p.stats.restartErrors {
+		c.p.violate(invProcesses, "worker restart: %s", e)
+	}
+	c.p.stats.mu.Unlock()
+}

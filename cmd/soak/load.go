@@ -1,0 +1,477 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Shares of the submissions that get each treatment.
+const (
+	shareDuplicate   = 0.15 // sent 2 or 3 times at once
+	shareRetry       = 0.30 // sent again later (reformatted half the time)
+	shareChanged     = 0.05 // the key is sent again with another payload
+	sharePoll        = 0.20 // polled with GET /v1/operations
+	shareSharedKey   = 0.05 // the other tenant uses the same key
+	shareDropRequest = 0.10 // each request: the client gives up mid-request
+)
+
+// loadStats counts what the clients did and saw.
+type loadStats struct {
+	submissions, requests, retries, duplicates, dropped, changed, polls atomic.Int64
+	sharedKeys, unavailable, transportErrors, throttled                 atomic.Int64
+
+	mu       sync.Mutex
+	byStatus map[int]int
+}
+
+func (s *loadStats) status(code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byStatus == nil {
+		s.byStatus = map[int]int{}
+	}
+	s.byStatus[code]++
+}
+
+// answer is one response the soak received.
+type answer struct {
+	status   int
+	replayed string
+	body     []byte
+	leadID   string
+	sent     time.Time
+	received time.Time
+	// afterDrain marks the checks' own requests, after the chaos.
+	afterDrain bool
+}
+
+// submission is one logical submission: a client's key and its payload, and
+// everything the soak saw of it.
+type submission struct {
+	client string
+	key    string
+	lead   *leadFields
+
+	mu sync.Mutex
+	// accepted: a 202 or a final response came back.
+	accepted bool
+	answers  []answer
+	// blind are requests of the key that got no answer the soak could
+	// read (dropped, failed, or a 503), which may still have been applied.
+	blind []answer
+	// polled are the lead ids GET /v1/operations named.
+	polled []string
+}
+
+func (s *submission) id() string { return s.client + "/" + s.key }
+
+func (s *submission) record(a answer, blind bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if blind {
+		s.blind = append(s.blind, a)
+		return
+	}
+	s.answers = append(s.answers, a)
+	switch a.status {
+	case http.StatusAccepted, http.StatusCreated, http.StatusUnprocessableEntity, http.StatusBadGateway:
+		s.accepted = true
+	}
+}
+
+// leadFields is a lead's members, encoded in any order and spacing.
+type leadFields struct {
+	members []member
+}
+
+type member struct {
+	name  string
+	value any
+}
+
+var sources = []string{"website", "linkedin", "referral", "ads", "event"}
+
+func newLead(rng *rand.Rand, n int64) *leadFields {
+	domains := []string{"example.com", "acme.test", "globex.example", "quiet.nodata"}
+	l := &leadFields{members: []member{
+		{"email", fmt.Sprintf("lead%d@%s", n, domains[rng.IntN(len(domains))])},
+		{"source", sources[rng.IntN(len(sources))]},
+		{"name", fmt.Sprintf("Lead %d", n)},
+	}}
+	if rng.IntN(2) == 0 {
+		l.members = append(l.members, member{"company", fmt.Sprintf("Company %d", n%97)})
+	}
+	if rng.IntN(3) == 0 {
+		l.members = append(l.members, member{"phone", fmt.Sprintf("+44 20 7946 %04d", n%10000)})
+	}
+	if rng.IntN(3) == 0 {
+		l.members = append(l.members, member{"message", "Please call me back about order " + strconv.FormatInt(n, 10)})
+	}
+	if rng.IntN(4) == 0 {
+		l.members = append(l.members, member{"utm", map[string]string{"campaign": "soak", "medium": "chaos"}})
+	}
+	if rng.IntN(2) == 0 {
+		l.members = append(l.members, member{"consent", rng.IntN(2) == 0})
+	}
+	return l
+}
+
+// changed returns the same lead with another email: another payload.
+func (l *leadFields) changed() *leadFields {
+	c := &leadFields{members: append([]member(nil), l.members...)}
+	c.members[0] = member{"email", "changed-" + l.members[0].value.(string)}
+	return c
+}
+
+// encode writes the lead as JSON; with rng, in a shuffled order with white
+// space: the same payload, the same fingerprint.
+func (l *leadFields) encode(rng *rand.Rand) string {
+	members := append([]member(nil), l.members...)
+	space := ""
+	if rng != nil {
+		rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+		space = []string{" ", "\n", "\t", "  "}[rng.IntN(4)]
+	}
+	var b strings.Builder
+	b.WriteString("{" + space)
+	for i, m := range members {
+		if i > 0 {
+			b.WriteString("," + space)
+		}
+		name, _ := json.Marshal(m.name)
+		value, _ := json.Marshal(m.value)
+		b.Write(name)
+		b.WriteString(space + ":" + space)
+		b.Write(value)
+	}
+	b.WriteString(space + "}")
+	return b.String()
+}
+
+// load is the clients' side of a phase.
+type load struct {
+	p       *phase
+	s       *stack
+	client  *http.Client
+	seq     atomic.Int64
+	mu      sync.Mutex
+	subs    []*submission
+	byID    map[string]*submission
+	wg      sync.WaitGroup
+	sem     chan struct{}
+	endedAt atomic.Pointer[time.Time]
+}
+
+func newLoad(p *phase, s *stack) *load {
+	return &load{
+		p: p, s: s,
+		client: &http.Client{
+			// No request may take this long: REQUEST_TIMEOUT bounds the
+			// api's database work to 3 s.
+			Timeout:   30 * time.Second,
+			Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second},
+		},
+		byID: map[string]*submission{},
+		sem:  make(chan struct{}, 128),
+	}
+}
+
+// run starts new submissions at the phase's rate until ctx is done, then
+// waits for those under way to get their answers.
+func (l *load) run(ctx context.Context, rng *rand.Rand) {
+	interval := time.Duration(float64(time.Second) / l.p.rate)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-tick.C:
+		}
+		select {
+		case l.sem <- struct{}{}:
+		default:
+			l.p.load.throttled.Add(1)
+			continue
+		}
+		seed := rng.Uint64()
+		l.wg.Go(func() {
+			defer func() { <-l.sem }()
+			l.submit(rand.New(rand.NewPCG(seed, 7)))
+		})
+	}
+	now := time.Now()
+	l.endedAt.Store(&now)
+	l.wg.Wait()
+}
+
+func (l *load) register(client, key string, lead *leadFields) *submission {
+	sub := &submission{client: client, key: key, lead: lead}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.subs = append(l.subs, sub)
+	l.byID[sub.id()] = sub
+	l.p.load.submissions.Add(1)
+	return sub
+}
+
+// submissions returns every logical submission so far.
+func (l *load) submissions() []*submission {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*submission(nil), l.subs...)
+}
+
+// submit is one logical submission and what the client does with it.
+func (l *load) submit(rng *rand.Rand) {
+	n := l.seq.Add(1)
+	key := fmt.Sprintf("soak-%d-%06d-%s", l.p.index, n, randomHex(3))
+	client := clients[rng.IntN(len(clients))]
+	sub := l.register(client, key, newLead(rng, n))
+
+	copies := 1
+	if rng.Float64() < shareDuplicate {
+		copies = 2 + rng.IntN(2)
+		l.p.load.duplicates.Add(int64(copies - 1))
+	}
+	var wg sync.WaitGroup
+	for c := range copies {
+		seed := rng.Uint64()
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(seed, uint64(c)))
+			var enc *rand.Rand
+			if c > 0 {
+				enc = r
+			}
+			l.sendUntilAnswered(sub, sub.lead.encode(enc), r, c > 0)
+		})
+	}
+	wg.Wait()
+
+	if rng.Float64() < shareSharedKey {
+		// The other tenant, the same key, its own payload: a submission of
+		// its own.
+		other := clients[(indexOf(clients, client)+1)%len(clients)]
+		twin := l.register(other, key, newLead(rng, n+1_000_000))
+		l.p.load.sharedKeys.Add(1)
+		l.sendUntilAnswered(twin, twin.lead.encode(nil), rng, false)
+	}
+	if rng.Float64() < sharePoll {
+		l.poll(sub)
+	}
+	if rng.Float64() < shareChanged {
+		sleep(context.Background(), between(rng, 0, 2*time.Second))
+		l.sendChanged(sub, rng)
+	}
+	if rng.Float64() < shareRetry {
+		sleep(context.Background(), between(rng, 0, 5*time.Second))
+		var enc *rand.Rand
+		if rng.IntN(2) == 0 {
+			enc = rng
+		}
+		l.sendUntilAnswered(sub, sub.lead.encode(enc), rng, true)
+	}
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// deadline is how long a submission keeps trying after the load ended.
+const answerDeadline = 2 * time.Minute
+
+// sendUntilAnswered sends body under the submission's key until an answer
+// other than a 503 comes back: after a dropped connection or a 503, the
+// client retries, as the contract asks.
+func (l *load) sendUntilAnswered(sub *submission, body string, rng *rand.Rand, retry bool) {
+	for attempt := 0; ; attempt++ {
+		if retry || attempt > 0 {
+			l.p.load.retries.Add(1)
+		}
+		if end := l.endedAt.Load(); end != nil && time.Since(*end) > answerDeadline {
+			l.p.violate("answered", "%s: no answer within %s of the end of the load", sub.id(), answerDeadline)
+			return
+		}
+		drop := rng.Float64() < shareDropRequest
+		a, err := l.post(sub, body, drop, rng)
+		switch {
+		case err != nil:
+			sub.record(a, true)
+			if drop && errors.Is(err, context.Canceled) {
+				l.p.load.dropped.Add(1)
+			} else {
+				l.p.load.transportErrors.Add(1)
+				if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "Client.Timeout") {
+					l.p.violate("no request hangs", "%s: POST got no answer within %s", sub.id(), l.client.Timeout)
+				}
+			}
+			sleep(context.Background(), between(rng, 50*time.Millisecond, 500*time.Millisecond))
+		case a.status == http.StatusServiceUnavailable:
+			sub.record(a, true)
+			sleep(context.Background(), between(rng, 500*time.Millisecond, 2*time.Second))
+		default:
+			sub.record(a, false)
+			l.checkAnswer(sub, a)
+			return
+		}
+	}
+}
+
+// sendChanged sends another payload under the key: it must be refused as a
+// reuse, and change nothing.
+func (l *load) sendChanged(sub *submission, rng *rand.Rand) {
+	l.p.load.changed.Add(1)
+	body := sub.lead.changed().encode(rng)
+	for range 100 {
+		a, err := l.post(sub, body, false, rng)
+		if err != nil || a.status == http.StatusServiceUnavailable {
+			sleep(context.Background(), between(rng, 500*time.Millisecond, 2*time.Second))
+			continue
+		}
+		if a.status != http.StatusUnprocessableEntity || !bytes.Contains(a.body, []byte(`"code":"idempotency_key_reused"`)) {
+			l.p.violate("changed payloads are refused", "%s: a changed payload got %d %s", sub.id(), a.status, a.body)
+		}
+		return
+	}
+}
+
+// poll reads the operation of an accepted submission once.
+func (l *load) poll(sub *submission) {
+	sub.mu.Lock()
+	accepted := sub.accepted
+	sub.mu.Unlock()
+	if !accepted {
+		return
+	}
+	l.p.load.polls.Add(1)
+	status, body, err := l.get(sub)
+	if err != nil {
+		l.p.load.transportErrors.Add(1)
+		return
+	}
+	l.p.load.status(status)
+	switch status {
+	case http.StatusOK:
+		var op struct {
+			LeadID string `json:"lead_id"`
+		}
+		if err := json.Unmarshal(body, &op); err != nil {
+			l.p.violate("answers are well formed", "%s: GET operation: %s", sub.id(), body)
+			return
+		}
+		sub.mu.Lock()
+		sub.polled = append(sub.polled, op.LeadID)
+		sub.mu.Unlock()
+	case http.StatusServiceUnavailable:
+	case http.StatusNotFound:
+		l.p.violate("no accepted submission lost", "%s: accepted, and GET operation says 404", sub.id())
+	default:
+		l.p.violate("no 500s", "%s: GET operation: %d %s", sub.id(), status, body)
+	}
+}
+
+// post sends one POST /v1/leads; drop cancels it after a random short
+// moment, as a client that gives up.
+func (l *load) post(sub *submission, body string, drop bool, rng *rand.Rand) (answer, error) {
+	ctx := context.Background()
+	if drop {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		time.AfterFunc(between(rng, 0, 10*time.Millisecond), cancel)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.s.apiURL+"/v1/leads", strings.NewReader(body))
+	if err != nil {
+		panic(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tokenOf(sub.client))
+	req.Header.Set("Idempotency-Key", sub.key)
+	req.Header.Set("Content-Type", "application/json")
+	a := answer{sent: time.Now()}
+	l.p.load.requests.Add(1)
+	resp, err := l.client.Do(req)
+	if err != nil {
+		a.received = time.Now()
+		return a, err
+	}
+	defer resp.Body.Close()
+	a.body, err = io.ReadAll(resp.Body)
+	a.received = time.Now()
+	if err != nil {
+		return a, err
+	}
+	a.status = resp.StatusCode
+	a.replayed = resp.Header.Get("Idempotent-Replayed")
+	l.p.load.status(a.status)
+	if a.status == http.StatusServiceUnavailable {
+		l.p.load.unavailable.Add(1)
+		if resp.Header.Get("Retry-After") == "" {
+			l.p.violate("503s carry Retry-After", "%s: 503 without Retry-After", sub.id())
+		}
+	}
+	var v struct {
+		LeadID string `json:"lead_id"`
+	}
+	if json.Unmarshal(a.body, &v) == nil {
+		a.leadID = v.LeadID
+	}
+	return a, nil
+}
+
+func (l *load) get(sub *submission) (int, []byte, error) {
+	req, err := http.NewRequest(http.MethodGet, l.s.apiURL+"/v1/operations/"+sub.key, nil)
+	if err != nil {
+		panic(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tokenOf(sub.client))
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}
+
+// checkAnswer checks what can be checked of an answer at once.
+func (l *load) checkAnswer(sub *submission, a answer) {
+	switch a.status {
+	case http.StatusAccepted:
+		if a.leadID == "" || a.replayed == "" {
+			l.p.violate("answers are well formed", "%s: 202 %s replayed=%q", sub.id(), a.body, a.replayed)
+		}
+	case http.StatusCreated, http.StatusBadGateway:
+		if a.replayed != "true" || a.leadID == "" {
+			l.p.violate("answers are well formed", "%s: %d %s replayed=%q", sub.id(), a.status, a.body, a.replayed)
+		}
+	case http.StatusUnprocessableEntity:
+		// A replayed crm_rejected; this client never sends a changed
+		// payload through here.
+		if a.replayed != "true" || !bytes.Contains(a.body, []byte(`"crm_rejected"`)) {
+			l.p.violate("answers are well formed", "%s: 422 %s replayed=%q", sub.id(), a.body, a.replayed)
+		}
+	default:
+		if a.status >= 500 {
+			l.p.violate("no 500s", "%s: %d %s", sub.id(), a.status, a.body)
+		} else {
+			l.p.violate("answers are well formed", "%s: unexpected %d %s", sub.id(), a.status, a.body)
+		}
+	}
+}

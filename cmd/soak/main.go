@@ -1,0 +1,176 @@
+// Command soak runs leadintake under chaos for a bounded time and checks
+// that it kept its promise: one enquiry, one CRM record and one
+// notification per Idempotency-Key, and no accepted submission lost.
+//
+// It builds the binaries, creates a database of its own on the PostgreSQL
+// server of TEST_DATABASE_URL (else DATABASE_URL, else the local default),
+// migrates it with `api migrate`, serves the fake downstream in this process
+// and starts one api and two workers. Then, for -duration, it sends a steady
+// stream of submissions with random retries, duplicate concurrent sends,
+// dropped client connections, changed payloads and two tenants sharing keys,
+// while it
+//
+//   - kills a worker (SIGKILL) at random intervals and restarts it, one at
+//     a time;
+//   - cuts the api's database connection for a few seconds (the api's
+//     DATABASE_URL points at a faultproxy), with Cut or Blackhole;
+//   - makes every downstream target fail (with rotating statuses), hang and
+//     drop answers, before and after applying them (fake.SetChaos).
+//
+// Then it stops the chaos, waits (bounded) for the system to drain, the
+// reconciler included, and checks the invariants; it prints a summary and
+// exits 1 if any failed. With -crm-mode=both (the default) the duration is
+// split between an upsert phase and a create phase, each on a fresh
+// database and fake downstream (a CRM_MODE switch on live keys is not what
+// the service promises to survive).
+//
+//	go run ./cmd/soak                    # about 2 minutes of chaos
+//	go run ./cmd/soak -duration=10m -crm-mode=create
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/leadintake/leadintake/internal/system"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args, os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
+		os.Exit(1)
+	}
+}
+
+// errInvariants is returned when the soak ran and an invariant failed.
+var errInvariants = errors.New("invariants failed")
+
+// options are the soak's flags.
+type options struct {
+	duration    time.Duration
+	crmModes    []string
+	rate        float64
+	drain       time.Duration
+	seed        uint64
+	race        bool
+	keep        bool
+	databaseURL string
+}
+
+func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "how long the chaos lasts, in all (split between the CRM modes)")
+	crmMode := fs.String("crm-mode", "both", "upsert, create, or both (one phase each)")
+	fs.Float64Var(&o.rate, "rate", 8, "new submissions per second")
+	fs.DurationVar(&o.drain, "drain", 4*time.Minute, "bound on the wait for the system to drain after the chaos, per phase")
+	fs.Uint64Var(&o.seed, "seed", 0, "seed of the random choices (0: from the clock); printed, for a similar run")
+	fs.BoolVar(&o.race, "race", false, "build the binaries with the race detector")
+	fs.BoolVar(&o.keep, "keep", false, "keep each phase's database afterwards")
+	fs.StringVar(&o.databaseURL, "database-url", serverURL(getenv), "PostgreSQL server; a database of the soak's own is created on it")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: soak [flags]\n\nA bounded chaos soak of leadintake (see `go doc ./cmd/soak`).\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (try -h)", fs.Arg(0))
+	}
+	switch *crmMode {
+	case "both":
+		o.crmModes = []string{"upsert", "create"}
+	case "upsert", "create":
+		o.crmModes = []string{*crmMode}
+	default:
+		return nil, fmt.Errorf("-crm-mode: %q is not one of upsert, create, both", *crmMode)
+	}
+	if o.duration <= 0 || o.rate <= 0 || o.drain <= 0 {
+		return nil, errors.New("-duration, -rate and -drain must be positive")
+	}
+	if o.seed == 0 {
+		o.seed = uint64(time.Now().UnixNano())
+	}
+	return o, nil
+}
+
+// serverURL is the PostgreSQL server the soak uses, as the tests do.
+func serverURL(getenv func(string) string) string {
+	for _, name := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
+		if v := getenv(name); v != "" {
+			return v
+		}
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	o, err := parseOptions(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	out := &printer{w: stdout}
+	perPhase := o.duration / time.Duration(len(o.crmModes))
+	out.f("soak: seed %d; CRM modes %v, %s of chaos each; %.1f submissions/s", o.seed, o.crmModes, perPhase, o.rate)
+
+	dir, err := os.MkdirTemp("", "leadintake-soak-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	out.f("building the binaries%s", map[bool]string{true: " (race detector)", false: ""}[o.race])
+	bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	bins, err := system.Build(bctx, dir, &system.BuildOpts{Race: o.race})
+	cancel()
+	if err != nil {
+		return err
+	}
+
+	rng := rand.New(rand.NewPCG(o.seed, 0x50a4))
+	var reports []*report
+	for i, mode := range o.crmModes {
+		out.f("")
+		out.f("== phase %d/%d: CRM_MODE=%s", i+1, len(o.crmModes), mode)
+		p := &phase{
+			name: mode, index: i + 1, crmMode: mode, duration: perPhase, rate: o.rate, drainFor: o.drain,
+			seed: rng.Uint64(), bins: bins, serverURL: o.databaseURL, keep: o.keep, out: out,
+		}
+		rep, err := p.run(ctx)
+		if err != nil {
+			return fmt.Errorf("phase %s: %w", mode, err)
+		}
+		reports = append(reports, rep)
+		rep.print(out)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+
+	out.f("")
+	failed := 0
+	for _, r := range reports {
+		failed += r.failures()
+	}
+	if failed > 0 {
+		out.f("soak: %d invariant(s) FAILED (seed %d)", failed, o.seed)
+		return errInvariants
+	}
+	out.f("soak: every invariant held in every phase (seed %d)", o.seed)
+	return nil
+}

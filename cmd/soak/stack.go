@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/faultproxy"
+	"github.com/leadintake/leadintake/internal/system"
+)
+
+// The two tenants of the soak; they share some keys.
+var clients = []string{"soak-a", "soak-b"}
+
+func tokenOf(client string) string { return "soak-token-of-" + client }
+
+// Worker and api settings: short back-off and time-outs so that faults are
+// recovered from within seconds; enough attempts that almost every lead
+// completes; a modest pool per process.
+var (
+	workerEnv = []string{
+		"RETRY_BASE_DELAY=100ms", "RETRY_MAX_DELAY=2s",
+		"JOB_TIMEOUT=5s", "RESCUE_STUCK_AFTER=5s", "DOWNSTREAM_TIMEOUT=1s",
+		"JOB_MAX_ATTEMPTS=20", "RECONCILE_INTERVAL=2s", "WORKER_CONCURRENCY=20",
+		"SHUTDOWN_TIMEOUT=5s",
+	}
+	apiEnv = []string{"REQUEST_TIMEOUT=3s", "JOB_MAX_ATTEMPTS=20", "SHUTDOWN_TIMEOUT=10s"}
+)
+
+// stack is one running leadintake for a phase: its database, the proxy in
+// front of it for the api, the fake downstream, the api and two workers.
+type stack struct {
+	serverURL string
+	dbName    string
+	dbURL     string        // direct, for the workers
+	pool      *pgxpool.Pool // direct, for the soak's own checks
+	proxy     *faultproxy.Proxy
+	fake      *fake.Server
+	faults    *faultLog
+	fakeSrv   *http.Server
+	apiURL    string
+	api       *system.Process
+	workers   []*system.Process
+}
+
+func startStack(ctx context.Context, bins *system.Binaries, serverURL, crmMode string, faults *faultLog) (_ *stack, err error) {
+	s := &stack{serverURL: serverURL, faults: faults}
+	defer func() {
+		if err != nil {
+			s.stop(false)
+		}
+	}()
+
+	// A database of its own.
+	s.dbName = "leadintake_soak_" + randomHex(6)
+	admin, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL (is it running? `make soak` starts it): %w", err)
+	}
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+s.dbName)
+	admin.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("create database: %w", err)
+	}
+	s.dbURL, err = withDatabase(serverURL, s.dbName, map[string]string{"pool_max_conns": "8"})
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, bins.Path("api"), "migrate")
+	cmd.Env = []string{"DATABASE_URL=" + s.dbURL, "PATH=/usr/bin:/bin"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("api migrate: %w\n%s", err, out)
+	}
+	s.pool, err = pgxpool.New(ctx, strings.Replace(s.dbURL, "pool_max_conns=8", "pool_max_conns=4", 1))
+	if err != nil {
+		return nil, err
+	}
+
+	// The api reaches the database through the proxy.
+	u, err := url.Parse(s.dbURL)
+	if err != nil {
+		return nil, err
+	}
+	if s.proxy, err = faultproxy.New(u.Host); err != nil {
+		return nil, err
+	}
+	u.Host = s.proxy.Addr()
+	proxiedURL := u.String()
+
+	// The fake downstream, in this process, so that its state and its
+	// faults can be read directly.
+	s.fake = fake.New(&fake.Options{Logger: faults.logger()})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.fakeSrv = &http.Server{Handler: s.fake, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.fakeSrv.Serve(ln) }()
+	fakeURL := "http://" + ln.Addr().String()
+
+	var entries []string
+	for _, c := range clients {
+		sum := sha256.Sum256([]byte(tokenOf(c)))
+		entries = append(entries, c+"="+hex.EncodeToString(sum[:]))
+	}
+	s.api, err = system.Start(bins.Path("api"), append([]string{
+		"DATABASE_URL=" + proxiedURL, "API_ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0",
+		"API_CLIENTS=" + strings.Join(entries, ","),
+	}, apiEnv...))
+	if err != nil {
+		return nil, err
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	addr, err := s.api.Addr(actx, "addr")
+	if err != nil {
+		return nil, err
+	}
+	s.apiURL = "http://" + addr
+
+	for range 2 {
+		w, err := system.Start(bins.Path("worker"), append([]string{
+			"DATABASE_URL=" + s.dbURL, "ADMIN_ADDR=127.0.0.1:0", "CRM_MODE=" + crmMode,
+			"ENRICHMENT_URL=" + fakeURL + "/enrichment", "CRM_URL=" + fakeURL + "/crm", "NOTIFY_URL=" + fakeURL + "/notify",
+		}, workerEnv...))
+		if err != nil {
+			return nil, err
+		}
+		s.workers = append(s.workers, w)
+		if _, err := w.Addr(actx, "admin_addr"); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// stopProcesses stops the api and the workers with SIGTERM and returns what
+// went wrong: each must exit 0 within its SHUTDOWN_TIMEOUT and some slack.
+func (s *stack) stopProcesses() []string {
+	var problems []string
+	for i, w := range s.workers {
+		if err := w.Stop(30 * time.Second); err != nil {
+			problems = append(problems, fmt.Sprintf("worker %d: %v", i+1, err))
+		}
+	}
+	if s.api != nil {
+		if err := s.api.Stop(30 * time.Second); err != nil {
+			problems = append(problems, fmt.Sprintf("api: %v", err))
+		}
+	}
+	return problems
+}
+
+// stop releases everything the stack holds; the database is dropped unless
+// keep.
+func (s *stack) stop(keep bool) {
+	for _, w := range s.workers {
+		w.Kill()
+	}
+	if s.api != nil {
+		s.api.Kill()
+	}
+	if s.fake != nil {
+		s.fake.Close() // hung requests end first
+	}
+	if s.fakeSrv != nil {
+		_ = s.fakeSrv.Close()
+	}
+	if s.proxy != nil {
+		_ = s.proxy.Close()
+	}
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	if s.dbName != "" && !keep {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if conn, err := pgx.Connect(ctx, s.serverURL); err == nil {
+			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+s.dbName+" WITH (FORCE)")
+			conn.Close(ctx)
+		}
+	}
+}
+
+// withDatabase returns serverURL naming database name, with extra query
+// parameters.
+func withDatabase(serverURL, name string, params map[string]string) (string, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil || u.Scheme == "" {
+		return "", errors.New("the database URL must be a postgres:// URL")
+	}
+	u.Path = "/" + name
+	q := u.Query()
+	for k, v := range params {
+		q.Set(k, v)
+	}
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
