@@ -127,6 +127,10 @@ func (p *phase) breakDownstream(ctx context.Context, s *stack, rng *rand.Rand) {
 		}
 	}()
 	for round := 0; ; round++ {
+		// Every fourth round is a storm on the CRM: most calls fail, so
+		// that leads run out of attempts (with a low -attempts) and create
+		// mode's look-ups cannot settle.
+		storm := round%4 == 2
 		var mix []string
 		for _, target := range fake.Targets() {
 			c := fake.Chaos{
@@ -137,7 +141,13 @@ func (p *phase) breakDownstream(ctx context.Context, s *stack, rng *rand.Rand) {
 				DelayMax:   20 * time.Millisecond,
 				Seed:       rng.Uint64(),
 			}
-			if c.FailStatus == 400 {
+			if storm && strings.HasPrefix(string(target), "crm") {
+				c.FailRate, c.HangRate, c.DropRate = 0.45, 0.1, 0.2
+				if c.FailStatus == 400 {
+					c.FailStatus = 503
+				}
+			}
+			if c.FailStatus == 400 && !storm {
 				// Refusals for good stay rare: they end the lead.
 				c.FailRate = 0.02
 				if round%3 != 0 {
@@ -151,6 +161,10 @@ func (p *phase) breakDownstream(ctx context.Context, s *stack, rng *rand.Rand) {
 				panic(err) // the rates above are valid
 			}
 			mix = append(mix, fmt.Sprintf("%s:%d", target, c.FailStatus))
+		}
+		if storm {
+			mix = append(mix, "storm")
+			p.out.f("  chaos: a storm on the CRM for 10s")
 		}
 		p.stats.mu.Lock()
 		p.stats.downstreamMix = append(p.stats.downstreamMix, strings.Join(mix, " "))

@@ -27,6 +27,8 @@ type checker struct {
 	explained     int
 	notifications int
 	deliveries    int
+	// workerEvents counts the workers' log events of leads' ends.
+	workerEvents map[string]int
 }
 
 // keyRow is a key as the database holds it.
@@ -376,9 +378,29 @@ func (c *checker) scanLogs() {
 			}
 		}
 	}
+	c.workerEvents = map[string]int{}
 	for i, w := range c.s.workers {
-		if strings.Contains(w.Output(), "panic:") || strings.Contains(w.Output(), `"msg":"panic"`) {
+		out := w.Output() // every run of it
+		if strings.Contains(out, "panic:") || strings.Contains(out, `"msg":"panic"`) {
 			c.p.violate(invProcesses, "worker %d panicked", i+1)
+		}
+		for line := range strings.Lines(out) {
+			var ev struct {
+				Msg     string `json:"msg"`
+				Outcome string `json:"outcome"`
+				Action  string `json:"action"`
+			}
+			if json.Unmarshal([]byte(line), &ev) != nil {
+				continue
+			}
+			switch ev.Msg {
+			case "lead finished":
+				c.workerEvents["finished "+ev.Outcome]++
+			case "lead reconciled":
+				c.workerEvents["reconciled "+ev.Action]++
+			case "lead finished by the reconciler: its job ended without a final response":
+				c.workerEvents["orphan finished "+ev.Outcome]++
+			}
 		}
 	}
 	c.p.stats.mu.Lock()

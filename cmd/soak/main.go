@@ -58,6 +58,7 @@ type options struct {
 	duration    time.Duration
 	crmModes    []string
 	rate        float64
+	attempts    int
 	drain       time.Duration
 	seed        uint64
 	race        bool
@@ -72,6 +73,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "how long the chaos lasts, in all (split between the CRM modes)")
 	crmMode := fs.String("crm-mode", "both", "upsert, create, or both (one phase each)")
 	fs.Float64Var(&o.rate, "rate", 8, "new submissions per second")
+	fs.IntVar(&o.attempts, "attempts", 20, "JOB_MAX_ATTEMPTS: with few, more leads fail for want of the downstream (and are re-opened by a retry) or await reconciliation")
 	fs.DurationVar(&o.drain, "drain", 4*time.Minute, "bound on the wait for the system to drain after the chaos, per phase")
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the random choices (0: from the clock); printed, for a similar run")
 	fs.BoolVar(&o.race, "race", false, "build the binaries with the race detector")
@@ -95,8 +97,8 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	default:
 		return nil, fmt.Errorf("-crm-mode: %q is not one of upsert, create, both", *crmMode)
 	}
-	if o.duration <= 0 || o.rate <= 0 || o.drain <= 0 {
-		return nil, errors.New("-duration, -rate and -drain must be positive")
+	if o.duration <= 0 || o.rate <= 0 || o.drain <= 0 || o.attempts < 1 {
+		return nil, errors.New("-duration, -rate, -attempts and -drain must be positive")
 	}
 	if o.seed == 0 {
 		o.seed = uint64(time.Now().UnixNano())
@@ -148,7 +150,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		out.f("")
 		out.f("== phase %d/%d: CRM_MODE=%s", i+1, len(o.crmModes), mode)
 		p := &phase{
-			name: mode, index: i + 1, crmMode: mode, duration: perPhase, rate: o.rate, drainFor: o.drain,
+			name: mode, index: i + 1, crmMode: mode, duration: perPhase, rate: o.rate, attempts: o.attempts, drainFor: o.drain,
 			seed: rng.Uint64(), bins: bins, serverURL: o.databaseURL, keep: o.keep, out: out,
 		}
 		rep, err := p.run(ctx)

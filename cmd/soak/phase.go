@@ -55,6 +55,7 @@ type phase struct {
 	crmMode   string
 	duration  time.Duration
 	rate      float64
+	attempts  int
 	drainFor  time.Duration
 	seed      uint64
 	bins      *system.Binaries
@@ -85,7 +86,7 @@ func (p *phase) violate(inv, format string, args ...any) {
 
 func (p *phase) run(ctx context.Context) (*report, error) {
 	faults := newFaultLog()
-	s, err := startStack(ctx, p.bins, p.serverURL, p.crmMode, faults)
+	s, err := startStack(ctx, p.bins, p.serverURL, p.crmMode, p.attempts, faults)
 	if err != nil {
 		return nil, err
 	}

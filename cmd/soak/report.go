@@ -112,6 +112,7 @@ func (c *checker) report(took time.Duration) *report {
 		add("drain                %s", d)
 	}
 	add("lead jobs            %s", c.jobStates())
+	add("  workers logged     %s", formatStrCounts(c.workerEvents))
 	st := c.s.fake.State()
 	add("CRM                  %d records under %d references, %d duplicated, %d writes",
 		st.Totals.CRMRecords, len(st.CRM), st.Totals.DuplicateRefs, st.Totals.CRMWrites)

@@ -34,10 +34,10 @@ var (
 	workerEnv = []string{
 		"RETRY_BASE_DELAY=100ms", "RETRY_MAX_DELAY=2s",
 		"JOB_TIMEOUT=5s", "RESCUE_STUCK_AFTER=5s", "DOWNSTREAM_TIMEOUT=1s",
-		"JOB_MAX_ATTEMPTS=20", "RECONCILE_INTERVAL=2s", "WORKER_CONCURRENCY=20",
+		"RECONCILE_INTERVAL=2s", "WORKER_CONCURRENCY=20",
 		"SHUTDOWN_TIMEOUT=5s",
 	}
-	apiEnv = []string{"REQUEST_TIMEOUT=3s", "JOB_MAX_ATTEMPTS=20", "SHUTDOWN_TIMEOUT=10s"}
+	apiEnv = []string{"REQUEST_TIMEOUT=3s", "SHUTDOWN_TIMEOUT=10s"}
 )
 
 // stack is one running leadintake for a phase: its database, the proxy in
@@ -56,7 +56,9 @@ type stack struct {
 	workers   []*system.Process
 }
 
-func startStack(ctx context.Context, bins *system.Binaries, serverURL, crmMode string, faults *faultLog) (_ *stack, err error) {
+// startStack starts a phase's stack. attempts is JOB_MAX_ATTEMPTS, for the
+// api (which sets it on the jobs it enqueues) and the workers.
+func startStack(ctx context.Context, bins *system.Binaries, serverURL, crmMode string, attempts int, faults *faultLog) (_ *stack, err error) {
 	s := &stack{serverURL: serverURL, faults: faults}
 	defer func() {
 		if err != nil {
@@ -118,7 +120,7 @@ func startStack(ctx context.Context, bins *system.Binaries, serverURL, crmMode s
 	}
 	s.api, err = system.Start(bins.Path("api"), append([]string{
 		"DATABASE_URL=" + proxiedURL, "API_ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0",
-		"API_CLIENTS=" + strings.Join(entries, ","),
+		"API_CLIENTS=" + strings.Join(entries, ","), fmt.Sprintf("JOB_MAX_ATTEMPTS=%d", attempts),
 	}, apiEnv...))
 	if err != nil {
 		return nil, err
@@ -135,6 +137,7 @@ func startStack(ctx context.Context, bins *system.Binaries, serverURL, crmMode s
 		w, err := system.Start(bins.Path("worker"), append([]string{
 			"DATABASE_URL=" + s.dbURL, "ADMIN_ADDR=127.0.0.1:0", "CRM_MODE=" + crmMode,
 			"ENRICHMENT_URL=" + fakeURL + "/enrichment", "CRM_URL=" + fakeURL + "/crm", "NOTIFY_URL=" + fakeURL + "/notify",
+			fmt.Sprintf("JOB_MAX_ATTEMPTS=%d", attempts),
 		}, workerEnv...))
 		if err != nil {
 			return nil, err
