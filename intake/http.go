@@ -72,6 +72,7 @@ func NewHandler(opts *HandlerOpts) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(o.Logger)
 	e.Use(
+		dropUnfitRequestID,
 		middleware.RequestIDWithConfig(middleware.RequestIDConfig{TargetHeader: echo.HeaderXRequestID}),
 		observe(o.Logger, o.Metrics),
 		middleware.RecoverWithConfig(middleware.RecoverConfig{
@@ -84,6 +85,38 @@ func NewHandler(opts *HandlerOpts) *echo.Echo {
 	)
 	addRoutes(e, &o)
 	return e
+}
+
+// maxRequestIDLen bounds a caller's X-Request-Id.
+const maxRequestIDLen = 128
+
+// dropUnfitRequestID removes a caller's X-Request-Id that is longer than
+// maxRequestIDLen or holds anything but A-Z a-z 0-9 . _ ~ : -, so that a
+// fresh one is generated: the id is logged on every line of the request, and
+// must carry neither personal data (an address, say) nor a megabyte of
+// padding into the logs. UUIDs, ULIDs and trace ids pass.
+func dropUnfitRequestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header
+		if ids := h.Values(echo.HeaderXRequestID); len(ids) > 0 && (len(ids) > 1 || !fitRequestID(ids[0])) {
+			h.Del(echo.HeaderXRequestID)
+		}
+		return next(c)
+	}
+}
+
+func fitRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '_' || c == '~' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // authenticate accepts a request whose bearer token belongs to a client, and

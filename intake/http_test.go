@@ -2,6 +2,7 @@ package intake_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/leadintake/leadintake/intake"
@@ -58,6 +59,32 @@ func TestHTTP(t *testing.T) {
 			if got := res.Header.Get("X-Request-Id"); got != id {
 				t.Errorf("%s %s (%d): X-Request-Id %q, want the caller's %q", req.Method, req.URL.Path, res.Status, got, id)
 			}
+		}
+	})
+
+	// A caller's id is logged on every line of its request: one that could
+	// carry personal data or flood the logs is replaced.
+	t.Run("ReplacesUnfitRequestID", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t)
+		for _, id := range []string{
+			"ada@example.com",
+			"has space",
+			strings.Repeat("x", 129),
+			"é-accent",
+		} {
+			req := newRequest(t, bundle.api, http.MethodGet, "/healthz")
+			req.Header.Set("X-Request-Id", id)
+			got := bundle.api.send(t, req).Header.Get("X-Request-Id")
+			if got == "" || got == id {
+				t.Errorf("caller's X-Request-Id %q: answered %q, want a fresh one", id, got)
+			}
+		}
+		req := newRequest(t, bundle.api, http.MethodGet, "/healthz")
+		long := strings.Repeat("7", 128)
+		req.Header.Set("X-Request-Id", long)
+		if got := bundle.api.send(t, req).Header.Get("X-Request-Id"); got != long {
+			t.Errorf("a 128-character id was replaced by %q", got)
 		}
 	})
 
