@@ -36,15 +36,23 @@ func newLoadGen(apiURL, token string, body []byte, clients int) *loadGen {
 
 // answer is what one POST got.
 type answer struct {
+	key      string
 	status   int
 	replayed string
 	leadID   string
+	body     []byte
 	latency  time.Duration
 }
 
-// post submits the bench body under key. It reads the lead id of a 202 when
-// wantLead is set.
-func (g *loadGen) post(ctx context.Context, key string, wantLead bool) (answer, error) {
+// What post reads of the answer besides its status and headers.
+const (
+	readNothing = iota
+	readLeadID  // the lead id of a 202
+	readBody    // the whole body
+)
+
+// post submits the bench body under key.
+func (g *loadGen) post(ctx context.Context, key string, read int) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url, bytes.NewReader(g.body))
 	if err != nil {
 		return answer{}, err
@@ -57,13 +65,16 @@ func (g *loadGen) post(ctx context.Context, key string, wantLead bool) (answer, 
 	if err != nil {
 		return answer{}, err
 	}
-	var a answer
-	if wantLead && resp.StatusCode == http.StatusAccepted {
+	a := answer{key: key}
+	switch {
+	case read == readLeadID && resp.StatusCode == http.StatusAccepted:
 		var b struct {
 			LeadID string `json:"lead_id"`
 		}
 		err = json.NewDecoder(resp.Body).Decode(&b)
 		a.leadID = b.LeadID
+	case read == readBody:
+		a.body, err = io.ReadAll(resp.Body)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
@@ -125,7 +136,7 @@ func closedLoop(ctx context.Context, clients int, warmup, d time.Duration, do fu
 					errs++
 					statuses[fmt.Sprint(a.status)]++
 					if firstErr == "" {
-						firstErr = fmt.Sprintf("status %d, Idempotent-Replayed %q", a.status, a.replayed)
+						firstErr = fmt.Sprintf("status %d, Idempotent-Replayed %q, body %.200q", a.status, a.replayed, a.body)
 					}
 				default:
 					statuses[fmt.Sprint(a.status)]++

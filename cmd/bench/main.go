@@ -19,6 +19,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -140,9 +141,12 @@ type results struct {
 		Replay *pgbenchResult `json:"replay_tx,omitempty"`
 	} `json:"pgbench"`
 	Service struct {
-		Claims  *loadResult   `json:"claims,omitempty"`
-		Paced   *pacedResult  `json:"paced,omitempty"`
-		Burst   *burstResult  `json:"burst,omitempty"`
+		// Claims: every request a new key, answered 202 and not replayed.
+		Claims *loadResult  `json:"claims,omitempty"`
+		Paced  *pacedResult `json:"paced,omitempty"`
+		Burst  *burstResult `json:"burst,omitempty"`
+		// Replays: POSTs of finished keys, answered 201, replayed, with
+		// the stored body byte for byte.
 		Replays *loadResult   `json:"replays,omitempty"`
 		Fake    *fakeTotals   `json:"fake_downstream,omitempty"`
 		Config  serviceConfig `json:"config"`
@@ -456,7 +460,7 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 		fmt.Printf("claims: %d clients, %s (worker stopped)...\n", o.clients, o.duration)
 		res.Service.Claims = closedLoop(ctx, o.clients, o.warmup, o.duration,
 			func(ctx context.Context, w, i int) (answer, error) {
-				return lg.post(ctx, fmt.Sprintf("claim-%s-%d-%d", run, w, i), false)
+				return lg.post(ctx, fmt.Sprintf("claim-%s-%d-%d", run, w, i), readNothing)
 			},
 			func(a answer) bool { return a.status == 202 && a.replayed == "false" })
 		if ctx.Err() != nil {
@@ -539,12 +543,37 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 
 	if o.phases["replays"] {
 		fmt.Printf("replays: %d clients, %s, over %d finished keys (worker running, idle)...\n", o.clients, o.duration, len(finishedKeys))
+		// Every replay must be the stored response, byte for byte.
+		stored := make(map[string][]byte, len(finishedKeys))
+		rows, err := pool.Query(ctx, `SELECT key, response_body FROM idempotency_keys WHERE client_id = $1 AND key = ANY($2) AND response_status = 201`,
+			benchClient, finishedKeys)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var k string
+			var b []byte
+			if err := rows.Scan(&k, &b); err != nil {
+				rows.Close()
+				return err
+			}
+			stored[k] = b
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(stored) != len(finishedKeys) {
+			warn("replays: %d of %d keys finished with 201", len(stored), len(finishedKeys))
+		}
 		n := len(finishedKeys)
 		res.Service.Replays = closedLoop(ctx, o.clients, o.warmup, o.duration,
 			func(ctx context.Context, w, i int) (answer, error) {
-				return lg.post(ctx, finishedKeys[(i*o.clients+w)%n], false)
+				return lg.post(ctx, finishedKeys[(i*o.clients+w)%n], readBody)
 			},
-			func(a answer) bool { return a.status == 201 && a.replayed == "true" })
+			func(a answer) bool {
+				return a.status == 201 && a.replayed == "true" && bytes.Equal(a.body, stored[a.key])
+			})
 	}
 
 	res.RSS.APIPeakMiB = peakRSSMiB(apiPID)
@@ -580,7 +609,7 @@ func submitAll(ctx context.Context, lg *loadGen, keys []string, clients int) (ma
 				if i >= len(keys) || ctx.Err() != nil {
 					return
 				}
-				a, err := lg.post(ctx, keys[i], true)
+				a, err := lg.post(ctx, keys[i], readLeadID)
 				if err != nil || a.status != 202 {
 					errs.Add(1)
 					continue
@@ -619,7 +648,7 @@ func runPaced(ctx context.Context, s *stack, lg *loadGen, run string, rate float
 			defer wg.Done()
 			key := fmt.Sprintf("paced-%s-%d", run, i)
 			at := time.Now()
-			a, err := lg.post(ctx, key, true)
+			a, err := lg.post(ctx, key, readLeadID)
 			sents[i] = sent{key: key, at: at, leadID: a.leadID, post: a.latency, ok: err == nil && a.status == 202 && a.leadID != ""}
 		}()
 	}
