@@ -334,29 +334,22 @@ func runPgbenchPhases(ctx context.Context, o *options, bins *system.Binaries, su
 	if err := migrate(ctx, bins, dbURL); err != nil {
 		return err
 	}
-	claim, err := fillScript(claimScript, sub.Fingerprint, sub.Canonical)
-	if err != nil {
-		return err
-	}
-	replay, err := fillScript(replayScript, sub.Fingerprint, sub.Canonical)
-	if err != nil {
-		return err
-	}
+	vars := submissionVars(sub.Fingerprint, sub.Canonical)
 	checkpoint(ctx, dbURL)
 	fmt.Printf("pgbench claim: %d clients, %s...\n", o.clients, o.duration)
-	if res.Pgbench.Claim, err = runPgbench(ctx, bin, dbURL, "claim", claim, o.clients, o.threads, o.duration, nil); err != nil {
+	if res.Pgbench.Claim, err = runPgbench(ctx, bin, dbURL, "claim", claimScript, o.clients, o.threads, o.duration, vars); err != nil {
 		return err
 	}
 	if err := prefillFinished(ctx, dbURL, o.prefill, sub.Fingerprint); err != nil {
 		return err
 	}
-	vars := map[string]string{"nkeys": fmt.Sprint(o.prefill)}
+	vars["nkeys"] = fmt.Sprint(o.prefill)
 	fmt.Printf("pgbench select: %d clients, %s...\n", o.clients, o.duration)
 	if res.Pgbench.Select, err = runPgbench(ctx, bin, dbURL, "select", selectScript, o.clients, o.threads, o.duration, vars); err != nil {
 		return err
 	}
 	fmt.Printf("pgbench replay transaction: %d clients, %s...\n", o.clients, o.duration)
-	if res.Pgbench.Replay, err = runPgbench(ctx, bin, dbURL, "replay_tx", replay, o.clients, o.threads, o.duration, vars); err != nil {
+	if res.Pgbench.Replay, err = runPgbench(ctx, bin, dbURL, "replay_tx", replayScript, o.clients, o.threads, o.duration, vars); err != nil {
 		return err
 	}
 	return nil

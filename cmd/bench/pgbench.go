@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,8 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The pgbench scripts. {{FINGERPRINT}} and {{SUBMISSION}} are replaced by
-// the fingerprint and canonical JSON of the body the load generator sends.
+// The pgbench scripts.
 var (
 	//go:embed claim.pgbench
 	claimScript string
@@ -72,20 +70,14 @@ func versionOf(path string) int {
 	return n
 }
 
-// pgbenchVariable matches what pgbench takes for a variable: a colon and a
-// letter or underscore.
-var pgbenchVariable = regexp.MustCompile(`:[A-Za-z_]`)
-
-// fillScript puts the submission into a script.
-// JSON literals after a colon get a space before them (jsonb stores the same
-// value); a colon before a letter anywhere else is refused.
-func fillScript(script string, fingerprint [32]byte, canonical []byte) (string, error) {
-	literal := strings.NewReplacer(`":true`, `": true`, `":false`, `": false`, `":null`, `": null`).Replace(string(canonical))
-	if pgbenchVariable.MatchString(literal) || strings.ContainsRune(literal, '\'') {
-		return "", errors.New("the bench body cannot go into a pgbench script as it is (a colon before a letter, or a quote)")
+// submissionVars are the variables the claim and replay scripts take: the
+// canonical JSON of the bench body and its fingerprint, as the service
+// receives and computes them.
+func submissionVars(fingerprint [32]byte, canonical []byte) map[string]string {
+	return map[string]string{
+		"fingerprint": `\x` + hex.EncodeToString(fingerprint[:]),
+		"submission":  string(canonical),
 	}
-	r := strings.NewReplacer("{{FINGERPRINT}}", `\x`+hex.EncodeToString(fingerprint[:]), "{{SUBMISSION}}", literal)
-	return r.Replace(script), nil
 }
 
 // runPgbench runs one script with -M prepared and returns its figures.
