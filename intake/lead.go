@@ -69,12 +69,9 @@ type DecodeOpts struct {
 // members the API does not know, and CodeValidationFailed with one detail per
 // broken rule.
 func DecodeSubmission(body []byte, opts *DecodeOpts) (*Submission, error) {
-	if err := checkStrictJSON(body); err != nil {
+	members, err := strictMembers(body)
+	if err != nil {
 		return nil, err
-	}
-	var members map[string]jsontext.Value
-	if err := json.Unmarshal(body, &members); err != nil {
-		return nil, &Error{Code: CodeInvalidJSON, Message: "the body must be one JSON object", Err: err}
 	}
 	lead, err := leadFromMembers(members, opts)
 	if err != nil {
@@ -87,36 +84,54 @@ func DecodeSubmission(body []byte, opts *DecodeOpts) (*Submission, error) {
 	return &Submission{Lead: *lead, Canonical: canonical, Fingerprint: sha256.Sum256(canonical)}, nil
 }
 
-// checkStrictJSON walks every token of body: one object, nothing after it,
-// valid UTF-8 in every string, no duplicate member names, at most
-// MaxJSONDepth levels.
-func checkStrictJSON(body []byte) error {
+// strictMembers reads body, in one pass over its tokens, as one strict JSON
+// object: nothing after it, valid UTF-8 in every string, no duplicate member
+// names at any level, at most MaxJSONDepth levels. It returns the raw value
+// of each member.
+func strictMembers(body []byte) (map[string]jsontext.Value, error) {
 	invalid := func(msg string, err error) error {
 		return &Error{Code: CodeInvalidJSON, Message: msg, Err: err}
 	}
 	dec := jsontext.NewDecoder(bytes.NewReader(body))
 	if dec.PeekKind() != '{' {
 		if _, err := dec.ReadToken(); err != nil {
-			return invalid("the body is not valid JSON", err)
+			return nil, invalid("the body is not valid JSON", err)
 		}
-		return invalid("the body must be a JSON object", nil)
+		return nil, invalid("the body must be a JSON object", nil)
 	}
-	for {
-		_, err := dec.ReadToken()
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, invalid("the body is not valid JSON", err)
+	}
+	members := make(map[string]jsontext.Value, 10)
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
 		if err != nil {
-			return invalid("the body is not valid JSON", err)
+			return nil, invalid("the body is not valid JSON", err)
 		}
-		if dec.StackDepth() > MaxJSONDepth {
-			return invalid("the body is nested too deeply", nil)
+		name := tok.String() // before the next read voids tok
+		start := dec.InputOffset()
+		// Every token of the value is read, so that its depth is known.
+		for {
+			if _, err := dec.ReadToken(); err != nil {
+				return nil, invalid("the body is not valid JSON", err)
+			}
+			if dec.StackDepth() > MaxJSONDepth {
+				return nil, invalid("the body is nested too deeply", nil)
+			}
+			if dec.StackDepth() == 1 {
+				break
+			}
 		}
-		if dec.StackDepth() == 0 {
-			break
-		}
+		// The raw value, without the separator and white space before it.
+		members[name] = bytes.TrimLeft(body[start:dec.InputOffset()], " \t\r\n:")
+	}
+	if _, err := dec.ReadToken(); err != nil { // the closing brace
+		return nil, invalid("the body is not valid JSON", err)
 	}
 	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
-		return invalid("the body must hold exactly one JSON value", err)
+		return nil, invalid("the body must hold exactly one JSON value", err)
 	}
-	return nil
+	return members, nil
 }
 
 // fieldRules validates one member; each appends its problems to v.
@@ -262,11 +277,12 @@ func (v *validator) str(field string, raw jsontext.Value, min, max int) (string,
 		v.add(field, "must be a string")
 		return "", false
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	unquoted, err := jsontext.AppendUnquote(nil, raw)
+	if err != nil {
 		v.add(field, "must be a string")
 		return "", false
 	}
+	s := string(unquoted)
 	n := utf8.RuneCountInString(s)
 	switch {
 	case n < min && min == 1:

@@ -185,25 +185,30 @@ func (s *Store) Claim(ctx context.Context, p *ClaimParams) (*ClaimResult, error)
 // claimOnce returns (nil, nil) when the key changed between two statements
 // and the claim must start again.
 func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("claim: begin: %w", err)
-	}
-	// The rollback stays within the claim's deadline: without one, a
-	// database that hangs between the claim's statement and the rollback
-	// (the replay and mismatch paths end that way) would hold the request
-	// until it answered again. Once ctx is done the rollback fails at once
-	// and pgx closes the connection, which is what a connection whose
-	// statement timed out deserves.
-	defer func() { _ = tx.Rollback(ctx) }()
-
 	newLeadID, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("claim: lead id: %w", err)
 	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	// A connection still inside a transaction (a rollback that failed) is
+	// closed by the pool, not handed to anyone else.
+	defer conn.Release()
+
 	fp := p.Submission.Fingerprint[:]
-	row, err := scanKeyRow(tx.QueryRow(ctx, claimSQL, p.ClientID, p.Key, fp, newLeadID,
-		p.ExternalRef, p.Submission.Canonical))
+	tx, results := beginWith(ctx, conn.Conn(), claimSQL, p.ClientID, p.Key, fp, newLeadID,
+		p.ExternalRef, p.Submission.Canonical)
+	// The rollback stays within the claim's deadline: without one, a
+	// database that hangs between the claim's statement and the rollback
+	// (the replay and mismatch paths end that way) would hold the request
+	// until it answered again. Once ctx is done the rollback fails at once
+	// and the connection is closed, which is what a connection whose
+	// statement timed out deserves.
+	defer func() { _ = tx.Rollback(ctx) }()
+
+	row, err := readClaim(results)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Lost the race to a transaction that committed after our snapshot:
 		// read its row with a fresh one.
@@ -259,6 +264,20 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 	default:
 		return &ClaimResult{Outcome: OutcomeInProgress, State: row.state, LeadID: row.leadID}, nil
 	}
+}
+
+// readClaim reads the results of BEGIN and the claim statement, and closes
+// them.
+func readClaim(results pgx.BatchResults) (*keyRow, error) {
+	_, err := results.Exec()
+	var row *keyRow
+	if err == nil {
+		row, err = scanKeyRow(results.QueryRow())
+	}
+	if cerr := results.Close(); cerr != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
+		err = cerr
+	}
+	return row, err
 }
 
 func (s *Store) commitWithJob(ctx context.Context, tx pgx.Tx, outcome Outcome, leadID uuid.UUID) (*ClaimResult, error) {
