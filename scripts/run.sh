@@ -36,7 +36,8 @@ cleanup() {
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
-trap cleanup INT TERM EXIT
+trap 'cleanup; exit 0' INT TERM
+trap cleanup EXIT
 
 start() { # name, then the command
   local name=$1; shift
@@ -78,4 +79,5 @@ Ctrl-C stops everything.
 MSG
 
 wait -n "${pids[@]}" || true
-echo "a process exited; see .run/*.log"
+echo "a process exited unexpectedly; see .run/*.log"
+exit 1
