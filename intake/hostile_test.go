@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -540,4 +541,16 @@ func TestTenantIsolation(t *testing.T) {
 		req.Header.Set("X-Client-Id", "a")
 		bundle.api.send(t, req).requireError(t, http.StatusForbidden, intake.CodeClientMismatch)
 	})
+}
+
+// goroutineStacks returns the stack of every goroutine.
+func goroutineStacks() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Split(string(buf[:n]), "\n\n")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }

@@ -3,73 +3,20 @@ package fake_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/leakcheck"
 )
 
 // TestMain fails the package when goroutines outlive its tests: hung
-// requests must end when the fake is closed. go.uber.org/goleak is not a
-// dependency of the module, so the check is done by hand on the stacks.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := checkGoroutines(10 * time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// checkGoroutines waits up to timeout for every goroutine but the test
-// runtime's own to end, and reports those left.
-func checkGoroutines(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		left := strayGoroutines()
-		if len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d goroutines outlived the tests:\n\n%s", len(left), strings.Join(left, "\n\n"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func strayGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var left []string
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		switch {
-		case strings.Contains(g, "strayGoroutines"), // this one
-			strings.Contains(g, "testing.(*M)."),
-			strings.Contains(g, "testing.runTests"),
-			strings.Contains(g, "os/signal.signal_recv"),
-			strings.Contains(g, "runtime.ensureSigM"):
-			continue
-		}
-		left = append(left, g)
-	}
-	return left
-}
+// requests must end when the fake is closed.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // bundle is one fake served over HTTP/1.1 with a client of its own.
 type bundle struct {
