@@ -2,9 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -201,7 +198,7 @@ func TestBadConfigurationExitsWithOneLine(t *testing.T) {
 // nothing to do and still exits 0.
 func TestMigrateTwice(t *testing.T) {
 	t.Parallel()
-	dbURL := emptyDatabase(t)
+	dbURL := dbtest.Empty(t)
 	for i := 1; i <= 2; i++ {
 		r := runBinary(t, "api", []string{"DATABASE_URL=" + dbURL}, "migrate")
 		if r.code != 0 {
@@ -227,38 +224,4 @@ func TestMigrateTwice(t *testing.T) {
 			t.Errorf("no table %s after api migrate", table)
 		}
 	}
-}
-
-// emptyDatabase creates a database without any table, dropped when the test
-// ends, and returns its URL.
-func emptyDatabase(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	admin, err := pgx.Connect(ctx, dbtest.ServerURL())
-	if err != nil {
-		t.Fatalf("connect to PostgreSQL: %v", err)
-	}
-	defer admin.Close(context.WithoutCancel(ctx))
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "leadintake_e2e_empty_" + hex.EncodeToString(b)
-	// template0: nothing of the default template's extras either.
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE template0", name)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dbtest.ServerURL())
-		if err != nil {
-			t.Logf("drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop %s: %v", name, err)
-		}
-	})
-	return dbtest.WithDatabase(dbtest.ServerURL(), name)
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/internal/dbtest"
+	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/internal/system"
 )
 
@@ -54,14 +54,10 @@ func newStack(t *testing.T, opts *stackOpts) *stack {
 	t.Cleanup(ts.Close)
 	// Several stacks run at once on one server: keep each process's pool
 	// small.
-	u, err := url.Parse(dbURL)
+	dbURL, err := scratchdb.WithDatabase(dbURL, "", map[string]string{"pool_max_conns": "8"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := u.Query()
-	q.Set("pool_max_conns", "8")
-	u.RawQuery = q.Encode()
-	dbURL = u.String()
 	return &stack{
 		t: t, dbURL: dbURL, pool: pool, fake: f, fakeURL: ts.URL,
 		token:     "e2e-token-" + t.Name(),

@@ -38,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/internal/system"
 )
 
@@ -111,13 +112,7 @@ func parseFlags(args []string) (*options, error) {
 		o.threads = min(o.clients, max(1, numCPU()))
 	}
 	if o.serverURL == "" {
-		o.serverURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-		for _, name := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
-			if v := os.Getenv(name); v != "" {
-				o.serverURL = v
-				break
-			}
-		}
+		o.serverURL = scratchdb.ServerURL(os.Getenv)
 	}
 	return o, nil
 }
@@ -316,7 +311,7 @@ func serverVersion(ctx context.Context, serverURL string) (string, error) {
 	defer pool.Close()
 	var v string
 	if err := pool.QueryRow(ctx, "SELECT 'PostgreSQL ' || current_setting('server_version')").Scan(&v); err != nil {
-		return "", fmt.Errorf("PostgreSQL at %s: %w (run ./scripts/postgres.sh)", redacted(serverURL), err)
+		return "", fmt.Errorf("PostgreSQL at %s: %w (run ./scripts/postgres.sh)", scratchdb.Redacted(serverURL), err)
 	}
 	return v, nil
 }
@@ -326,14 +321,11 @@ func runPgbenchPhases(ctx context.Context, o *options, bins *system.Binaries, su
 	if err != nil {
 		return err
 	}
-	dbURL, drop, err := scratchDB(ctx, o.serverURL, "leadintake_bench_pgbench_")
+	dbURL, drop, err := migratedDatabase(ctx, o.serverURL, "leadintake_bench_pgbench_", bins)
 	if err != nil {
 		return err
 	}
 	defer drop()
-	if err := migrate(ctx, bins, dbURL); err != nil {
-		return err
-	}
 	vars := submissionVars(sub.Fingerprint, sub.Canonical)
 	checkpoint(ctx, dbURL)
 	fmt.Printf("pgbench claim: %d clients, %s...\n", o.clients, o.duration)
@@ -420,15 +412,16 @@ type burstResult struct {
 }
 
 func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, res *results, warn func(string, ...any)) error {
-	dbURL, drop, err := scratchDB(ctx, o.serverURL, "leadintake_bench_")
+	dbURL, drop, err := migratedDatabase(ctx, o.serverURL, "leadintake_bench_", bins)
 	if err != nil {
 		return err
 	}
 	defer drop()
-	if err := migrate(ctx, bins, dbURL); err != nil {
+	poolURL, err := scratchdb.WithDatabase(dbURL, "", map[string]string{"pool_max_conns": "2", "application_name": "leadintake-bench"})
+	if err != nil {
 		return err
 	}
-	pool, err := pgxpool.New(ctx, withParams(dbURL, "pool_max_conns", "2", "application_name", "leadintake-bench"))
+	pool, err := pgxpool.New(ctx, poolURL)
 	if err != nil {
 		return err
 	}
@@ -786,4 +779,26 @@ func printSummary(r *results) {
 	for _, w := range r.Warnings {
 		fmt.Println("WARNING:", w)
 	}
+}
+
+// migratedDatabase creates a database of the bench's own, applies every
+// migration with the real `api migrate`, and returns its URL and a function
+// that drops it.
+func migratedDatabase(ctx context.Context, serverURL, prefix string, bins *system.Binaries) (string, func(), error) {
+	db, err := scratchdb.Create(ctx, serverURL, prefix, "")
+	if err != nil {
+		return "", nil, err
+	}
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := db.Drop(ctx); err != nil {
+			fmt.Println(err)
+		}
+	}
+	if err := bins.Migrate(ctx, db.URL); err != nil {
+		drop()
+		return "", nil, err
+	}
+	return db.URL, drop, nil
 }

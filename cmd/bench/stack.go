@@ -11,12 +11,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"runtime"
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/downstream/fake"
@@ -29,52 +27,6 @@ var apiPID, workerPID int
 
 func benchPIDs() []int {
 	return []int{apiPID, workerPID, selfPID}
-}
-
-// scratchDB creates a database on the server and returns its URL and a
-// function that drops it.
-func scratchDB(ctx context.Context, serverURL, prefix string) (string, func(), error) {
-	conn, err := pgx.Connect(ctx, serverURL)
-	if err != nil {
-		return "", nil, fmt.Errorf("connect to %s: %w", redacted(serverURL), err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	name := prefix + randomHex(5)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return "", nil, fmt.Errorf("create database: %w", err)
-	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, serverURL)
-		if err != nil {
-			fmt.Printf("drop %s: %v\n", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			fmt.Printf("drop %s: %v\n", name, err)
-		}
-	}
-	return withDatabase(serverURL, name), drop, nil
-}
-
-// migrate runs `api migrate` on dbURL.
-func migrate(ctx context.Context, bins *system.Binaries, dbURL string) error {
-	p, err := system.Start(bins.Path("api"), []string{"DATABASE_URL=" + dbURL}, "migrate")
-	if err != nil {
-		return err
-	}
-	select {
-	case <-p.Done():
-	case <-ctx.Done():
-		p.Kill()
-		return ctx.Err()
-	}
-	if err := p.ExitErr(); err != nil {
-		return fmt.Errorf("api migrate: %v\n%s", err, p.Output())
-	}
-	return nil
 }
 
 // stack is the system under test: api and worker processes on a database
@@ -216,38 +168,7 @@ func (s *stack) waitFinished(ctx context.Context, timeout time.Duration) (time.T
 	}
 }
 
-func withDatabase(serverURL, name string) string {
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		panic(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
-
-// withParams sets query parameters of a URL.
-func withParams(serverURL string, kv ...string) string {
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		panic(err)
-	}
-	q := u.Query()
-	for i := 0; i+1 < len(kv); i += 2 {
-		q.Set(kv[i], kv[i+1])
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
 func numCPU() int { return runtime.NumCPU() }
-
-func redacted(serverURL string) string {
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
 
 func randomHex(n int) string {
 	b := make([]byte, n)

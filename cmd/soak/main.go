@@ -40,6 +40,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/internal/system"
 )
 
@@ -78,7 +79,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.Uint64Var(&o.seed, "seed", 0, "seed of the random choices (0: from the clock); printed, for a similar run")
 	fs.BoolVar(&o.race, "race", false, "build the binaries with the race detector")
 	fs.BoolVar(&o.keep, "keep", false, "keep each phase's database afterwards")
-	fs.StringVar(&o.databaseURL, "database-url", serverURL(getenv), "PostgreSQL server; a database of the soak's own is created on it")
+	fs.StringVar(&o.databaseURL, "database-url", scratchdb.ServerURL(getenv), "PostgreSQL server; a database of the soak's own is created on it")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: soak [flags]\n\nA bounded chaos soak of leadintake (see `go doc ./cmd/soak`).\n\n")
 		fs.PrintDefaults()
@@ -104,16 +105,6 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		o.seed = uint64(time.Now().UnixNano())
 	}
 	return o, nil
-}
-
-// serverURL is the PostgreSQL server the soak uses, as the tests do.
-func serverURL(getenv func(string) string) string {
-	for _, name := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
-		if v := getenv(name); v != "" {
-			return v
-		}
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -92,7 +92,7 @@ func (p *phase) run(ctx context.Context) (*report, error) {
 	}
 	defer s.stop(p.keep)
 	if p.keep {
-		p.out.f("  database %s (kept)", s.dbName)
+		p.out.f("  database %s (kept)", s.db.Name)
 	}
 	rng := rand.New(rand.NewPCG(p.seed, 1))
 	l := newLoad(p, s)

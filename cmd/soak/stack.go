@@ -5,20 +5,18 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
-	"os/exec"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/internal/faultproxy"
+	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/internal/system"
 )
 
@@ -44,7 +42,7 @@ var (
 // front of it for the api, the fake downstream, the api and two workers.
 type stack struct {
 	serverURL string
-	dbName    string
+	db        *scratchdb.DB
 	dbURL     string        // direct, for the workers
 	pool      *pgxpool.Pool // direct, for the soak's own checks
 	proxy     *faultproxy.Proxy
@@ -67,24 +65,16 @@ func startStack(ctx context.Context, bins *system.Binaries, serverURL, crmMode s
 	}()
 
 	// A database of its own.
-	s.dbName = "leadintake_soak_" + randomHex(6)
-	admin, err := pgx.Connect(ctx, serverURL)
-	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL (is it running? `make soak` starts it): %w", err)
-	}
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+s.dbName)
-	admin.Close(context.WithoutCancel(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("create database: %w", err)
-	}
-	s.dbURL, err = withDatabase(serverURL, s.dbName, map[string]string{"pool_max_conns": "8"})
+	s.db, err = scratchdb.Create(ctx, serverURL, "leadintake_soak_", "")
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, bins.Path("api"), "migrate")
-	cmd.Env = []string{"DATABASE_URL=" + s.dbURL, "PATH=/usr/bin:/bin"}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("api migrate: %w\n%s", err, out)
+	s.dbURL, err = scratchdb.WithDatabase(s.db.URL, "", map[string]string{"pool_max_conns": "8"})
+	if err != nil {
+		return nil, err
+	}
+	if err := bins.Migrate(ctx, s.dbURL); err != nil {
+		return nil, err
 	}
 	s.pool, err = pgxpool.New(ctx, strings.Replace(s.dbURL, "pool_max_conns=8", "pool_max_conns=4", 1))
 	if err != nil {
@@ -188,30 +178,11 @@ func (s *stack) stop(keep bool) {
 	if s.pool != nil {
 		s.pool.Close()
 	}
-	if s.dbName != "" && !keep {
+	if s.db != nil && !keep {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if conn, err := pgx.Connect(ctx, s.serverURL); err == nil {
-			_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+s.dbName+" WITH (FORCE)")
-			conn.Close(ctx)
-		}
+		_ = s.db.Drop(ctx)
 	}
-}
-
-// withDatabase returns serverURL naming database name, with extra query
-// parameters.
-func withDatabase(serverURL, name string, params map[string]string) (string, error) {
-	u, err := url.Parse(serverURL)
-	if err != nil || u.Scheme == "" {
-		return "", errors.New("the database URL must be a postgres:// URL")
-	}
-	u.Path = "/" + name
-	q := u.Query()
-	for k, v := range params {
-		q.Set(k, v)
-	}
-	u.RawQuery = q.Encode()
-	return u.String(), nil
 }
 
 func randomHex(n int) string {

@@ -8,12 +8,10 @@ package dbtest
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"runtime/debug"
 	"testing"
@@ -22,21 +20,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/migrations"
 )
 
-// DefaultURL is the server tests use when no URL is set.
-const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-
 // ServerURL returns the URL of the PostgreSQL server tests use.
-func ServerURL() string {
-	for _, name := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
-		if v := os.Getenv(name); v != "" {
-			return v
-		}
-	}
-	return DefaultURL
-}
+func ServerURL() string { return scratchdb.ServerURL(os.Getenv) }
 
 // templateLock serialises template creation across test processes.
 const templateLock int64 = 0x6c69_7465_6d70_6c00
@@ -50,33 +39,26 @@ func New(t testing.TB) (string, *pgxpool.Pool) {
 
 	admin, err := pgx.Connect(ctx, ServerURL())
 	if err != nil {
-		t.Fatalf("dbtest: connect to %s: %v (is PostgreSQL running? see README)", redacted(ServerURL()), err)
+		t.Fatalf("dbtest: connect to %s: %v (is PostgreSQL running? see README)", scratchdb.Redacted(ServerURL()), err)
 	}
-	defer admin.Close(context.WithoutCancel(ctx))
-
 	tmpl, err := ensureTemplate(ctx, admin)
+	admin.Close(context.WithoutCancel(ctx))
 	if err != nil {
 		t.Fatalf("dbtest: template: %v", err)
 	}
-	name := "leadintake_test_" + randomHex(6)
-	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, tmpl)); err != nil {
-		t.Fatalf("dbtest: create database: %v", err)
+	db, err := scratchdb.Create(ctx, ServerURL(), "leadintake_test_", tmpl)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, ServerURL())
-		if err != nil {
-			t.Logf("dbtest: drop %s: %v", name, err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("dbtest: drop %s: %v", name, err)
+		if err := db.Drop(ctx); err != nil {
+			t.Logf("dbtest: %v", err)
 		}
 	})
 
-	dbURL := WithDatabase(ServerURL(), name)
+	dbURL := db.URL
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		t.Fatalf("dbtest: pool: %v", err)
@@ -108,7 +90,11 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", err
 	}
-	pool, err := pgxpool.New(ctx, WithDatabase(ServerURL(), name))
+	tmplURL, err := scratchdb.WithDatabase(ServerURL(), name, nil)
+	if err != nil {
+		return "", err
+	}
+	pool, err := pgxpool.New(ctx, tmplURL)
 	if err != nil {
 		return "", err
 	}
@@ -147,26 +133,22 @@ func schemaVersion() string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-// WithDatabase returns databaseURL with its database replaced by name.
-func WithDatabase(databaseURL, name string) string {
-	u, err := url.Parse(databaseURL)
+// Empty creates a database without any table (a copy of template0), drops
+// it when the test ends, and returns its URL: for tests of the migrations.
+func Empty(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := scratchdb.Create(ctx, ServerURL(), "leadintake_empty_", "template0")
 	if err != nil {
-		panic(fmt.Sprintf("dbtest: bad URL: %v", err))
+		t.Fatalf("dbtest: %v", err)
 	}
-	u.Path = "/" + name
-	return u.String()
-}
-
-func redacted(databaseURL string) string {
-	u, err := url.Parse(databaseURL)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := db.Drop(ctx); err != nil {
+			t.Logf("dbtest: %v", err)
+		}
+	})
+	return db.URL
 }

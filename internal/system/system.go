@@ -247,3 +247,13 @@ func (p *Process) Restart() error {
 	<-p.Done()
 	return p.start()
 }
+
+// Migrate runs `api migrate` on the database of dbURL and waits for it.
+func (b *Binaries) Migrate(ctx context.Context, dbURL string) error {
+	cmd := exec.CommandContext(ctx, b.Path("api"), "migrate")
+	cmd.Env = []string{"DATABASE_URL=" + dbURL, "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("api migrate: %w\n%s", err, out)
+	}
+	return nil
+}
