@@ -26,12 +26,13 @@ const (
 // maxResponseBytes bounds what is read of an answer.
 const maxResponseBytes = 1 << 20
 
-// EnrichmentRequest is what the enrichment service is asked about.
+// EnrichmentRequest is what the enrichment service is asked about. Every
+// member the contract names is sent, empty when the lead has no value.
 type EnrichmentRequest struct {
 	LeadID  string `json:"lead_id"`
 	Email   string `json:"email"`
-	Company string `json:"company,omitempty"`
-	Website string `json:"website,omitempty"`
+	Company string `json:"company"`
+	Website string `json:"website"`
 }
 
 // Enrichment is what the enrichment service knows of a lead. Unknown members
@@ -62,15 +63,16 @@ type CRMLead struct {
 	Enrichment  *Enrichment       `json:"enrichment"`
 }
 
-// Notification is the sales notification of an accepted lead.
+// Notification is the sales notification of an accepted lead. Every member
+// the contract names is sent, empty when the lead has no value.
 type Notification struct {
 	LeadID      string `json:"lead_id"`
 	ExternalRef string `json:"external_ref"`
 	Score       int    `json:"score"`
 	Tier        string `json:"tier"`
 	Email       string `json:"email"`
-	Name        string `json:"name,omitempty"`
-	Company     string `json:"company,omitempty"`
+	Name        string `json:"name"`
+	Company     string `json:"company"`
 }
 
 // Config says where the downstream services are.
