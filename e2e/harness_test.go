@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -116,12 +117,23 @@ func (s *stack) start(name string, env []string) *system.Process {
 		select {
 		case <-p.Done(): // killed or stopped by the test itself
 		default:
+			if s.t.Failed() {
+				// Where was it? Its goroutines' stacks go to its output.
+				p.Quit(15 * time.Second)
+				break
+			}
 			if err := p.Stop(15 * time.Second); err != nil {
 				s.t.Errorf("%s: %v", name, err)
 			}
 		}
 		if s.t.Failed() {
-			s.t.Logf("%s output:\n%s", name, tail(p.Output(), 60))
+			s.t.Logf("%s output, last lines:\n%s", name, tail(p.Output(), 60))
+			f, err := os.CreateTemp("", "leadintake-e2e-"+name+"-*.log")
+			if err == nil {
+				_, _ = f.WriteString(p.Output())
+				_ = f.Close()
+				s.t.Logf("%s output, whole (goroutine stacks included): %s", name, f.Name())
+			}
 		}
 	})
 	return p

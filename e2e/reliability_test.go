@@ -385,7 +385,10 @@ func TestDatabaseRestartsUnderLoad(t *testing.T) {
 	proxy, proxied := relProxy(t, s)
 	s.dbURL = proxied // for the api and the worker; s.pool stays direct
 	api := s.startAPI("REQUEST_TIMEOUT=2s")
-	worker := s.startWorker()
+	// A cut can lose the answer to River's fetch after the database marked
+	// the jobs running: they wait for the rescuer, after RESCUE_STUCK_AFTER
+	// (5 minutes by default, longer than this test waits).
+	worker := s.startWorker("JOB_TIMEOUT=10s", "RESCUE_STUCK_AFTER=10s")
 
 	type outcome struct {
 		answered  bool // a 202, or a 201 when the lead was quicker than a retry

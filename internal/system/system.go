@@ -216,6 +216,13 @@ func (p *Process) Stop(timeout time.Duration) error {
 	return p.signal(syscall.SIGTERM, timeout)
 }
 
+// Quit sends SIGQUIT, on which a Go program prints the stacks of all its
+// goroutines and exits, and waits up to timeout: to see where a process
+// that should have done something was stuck.
+func (p *Process) Quit(timeout time.Duration) {
+	_ = p.signal(syscall.SIGQUIT, timeout)
+}
+
 // Kill sends SIGKILL and waits for the exit.
 func (p *Process) Kill() {
 	_ = p.signal(syscall.SIGKILL, time.Minute)
