@@ -12,7 +12,9 @@
 # docker-compose.yml runs the whole system with it.
 
 # --- build: static binaries, no cgo, no local paths in them ---
-FROM golang:1.26-bookworm AS build
+# The same Go as the Makefile (GOTOOLCHAIN): its standard library fixes reach
+# the binaries.
+FROM golang:1.27.3-bookworm AS build
 WORKDIR /src
 ENV CGO_ENABLED=0
 # Modules first, so that a source change does not download them again.

@@ -1,5 +1,9 @@
 # Run `make help` for the list of targets.
 GO ?= go
+# The Go toolchain every target builds, tests and ships with; the go command
+# fetches it from the module proxy the first time. A machine ignores the
+# go.mod's version for this, so it is exported here.
+export GOTOOLCHAIN = go1.27.3
 TEST_TIMEOUT ?= 12m
 
 .DEFAULT_GOAL := help

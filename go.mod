@@ -1,6 +1,6 @@
 module github.com/leadintake/leadintake
 
-go 1.26.8
+go 1.27.3
 
 require (
 	github.com/chromedp/cdproto v0.160.1

@@ -19,6 +19,8 @@
 # VULNDB=remote|local forces one database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The toolchain of the Makefile, also when this script is run on its own.
+export GOTOOLCHAIN="${GOTOOLCHAIN:-go1.27.3}"
 
 GOVULNCHECK=golang.org/x/vuln/cmd/govulncheck@v1.9.0
 VULNDB_MODULE=golang.org/x/vulndb

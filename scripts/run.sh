@@ -5,6 +5,8 @@
 # Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The toolchain of the Makefile, also when this script is run on its own.
+export GOTOOLCHAIN="${GOTOOLCHAIN:-go1.27.3}"
 
 : "${DATABASE_URL:=postgres://postgres@127.0.0.1:5432/leadintake?sslmode=disable}"
 : "${API_ADDR:=127.0.0.1:8080}"
