@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -52,6 +53,8 @@ type testAPIOpts struct {
 	// turns a test's request into a 503.
 	RequestTimeout time.Duration
 	MaxBodyBytes   int64
+	// Registry, when set, receives the API's metrics.
+	Registry *prometheus.Registry
 }
 
 // testAPI is the public API served over real HTTP, on a database of its own,
@@ -62,10 +65,12 @@ type testAPI struct {
 	Pool   *pgxpool.Pool
 	URL    string
 	client *http.Client
+	// Logs holds everything the API logged.
+	Logs *lockedBuffer
 }
 
 // newTestAPI starts the API for one test. Its log is shown if the test fails.
-func newTestAPI(t *testing.T, opts *testAPIOpts) *testAPI {
+func newTestAPI(t testing.TB, opts *testAPIOpts) *testAPI {
 	t.Helper()
 	_, pool := dbtest.New(t)
 	return newTestAPIOn(t, pool, opts)
@@ -73,7 +78,7 @@ func newTestAPI(t *testing.T, opts *testAPIOpts) *testAPI {
 
 // newTestAPIOn is newTestAPI on an existing database, reached directly by
 // pool.
-func newTestAPIOn(t *testing.T, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI {
+func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI {
 	t.Helper()
 	if opts == nil {
 		opts = &testAPIOpts{}
@@ -90,7 +95,7 @@ func newTestAPIOn(t *testing.T, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 		t.Fatal(err)
 	}
 
-	var logs lockedBuffer
+	logs := &lockedBuffer{}
 	t.Cleanup(func() {
 		// Runs after the server's Close (cleanups run last first), which
 		// waits for every request: the log is complete.
@@ -98,20 +103,25 @@ func newTestAPIOn(t *testing.T, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 			t.Logf("API log:\n%s", logs.String())
 		}
 	})
+	var metrics *intake.Metrics
+	if opts.Registry != nil {
+		metrics = intake.NewMetrics(opts.Registry)
+	}
 	handler := intake.NewHandler(&intake.HandlerOpts{
 		Store:          intake.NewStore(storePool, jobs.Enqueuer(riverClient)),
 		Clients:        clients,
 		Decode:         intake.DecodeOpts{AllowedSources: []string{"website", "linkedin", "referral", "ads", "event"}},
 		MaxBodyBytes:   opts.MaxBodyBytes,
 		RequestTimeout: cmp.Or(opts.RequestTimeout, patience),
-		Logger:         slog.New(slog.NewTextHandler(&logs, nil)),
+		Logger:         slog.New(slog.NewTextHandler(logs, nil)),
+		Metrics:        metrics,
 	})
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 
 	client := srv.Client()
 	client.Timeout = patience
-	return &testAPI{Pool: pool, URL: srv.URL, client: client}
+	return &testAPI{Pool: pool, URL: srv.URL, client: client, Logs: logs}
 }
 
 func tokenHash(token string) string {
@@ -189,7 +199,7 @@ type response struct {
 // send sends req and reads the answer. It fails the test if there is none
 // within patience, and checks what every answer must carry: an
 // X-Request-Id.
-func (a *testAPI) send(t *testing.T, req *http.Request) *response {
+func (a *testAPI) send(t testing.TB, req *http.Request) *response {
 	t.Helper()
 	res, err := a.trySend(req)
 	if err != nil {

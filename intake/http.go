@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -82,9 +83,52 @@ func NewHandler(opts *HandlerOpts) *echo.Echo {
 				return err
 			},
 		}),
+		refuseUnknownMethods,
 	)
 	addRoutes(e, &o)
 	return e
+}
+
+// knownMethods are the methods the API records by name; any other is
+// answered 405 and recorded (in metrics and logs) as methodOther, so that no
+// caller can create a metric series or a log field of its own choosing.
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
+}
+
+const methodOther = "OTHER"
+
+// methodLabel is the method as metrics and logs record it.
+func methodLabel(method string) string {
+	if knownMethods[method] {
+		return method
+	}
+	return methodOther
+}
+
+// refuseUnknownMethods answers 405 to a method outside knownMethods,
+// whatever the path: no route takes one.
+func refuseUnknownMethods(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !knownMethods[c.Request().Method] {
+			return echo.ErrMethodNotAllowed
+		}
+		return next(c)
+	}
+}
+
+// pathParam returns the path parameter name, percent-decoded: Echo routes
+// on the escaped path when the request's differs from the default encoding
+// (as demo%2Dkey does), and then hands parameters over still escaped. ok is
+// false for an escape that does not decode.
+func pathParam(c echo.Context, name string) (string, bool) {
+	v := c.Param(name)
+	if c.Request().URL.RawPath == "" {
+		return v, true
+	}
+	decoded, err := url.PathUnescape(v)
+	return decoded, err == nil
 }
 
 // maxRequestIDLen bounds a caller's X-Request-Id.
@@ -249,9 +293,9 @@ type operationResponse struct {
 func handleOperationGet(store *Store, timeout time.Duration) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		clientID := c.Get(ctxClientID).(string)
-		key := c.Param("key")
+		key, ok := pathParam(c, "key")
 		notFound := Errorf(CodeNotFound, "no operation with this key")
-		if !ValidKey(key) {
+		if !ok || !ValidKey(key) {
 			return notFound
 		}
 		c.Set(ctxRef, ExternalRef(clientID, key))
@@ -290,8 +334,9 @@ func handleReadyz(store *Store) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 		defer cancel()
-		if err := store.Ping(ctx); err != nil {
-			return storeError(err)
+		if err := store.Ready(ctx); err != nil {
+			// Whatever the cause, the process cannot serve submissions.
+			return &Error{Code: CodeStoreUnavailable, Message: "the store is not ready", Err: err}
 		}
 		return writeJSON(c, http.StatusOK, map[string]string{"status": "ready"})
 	}
@@ -408,11 +453,12 @@ func observe(logger *slog.Logger, metrics *Metrics) echo.MiddlewareFunc {
 				route = "unmatched"
 			}
 			outcome, _ := c.Get(ctxOutcome).(string)
-			metrics.observeRequest(c.Request().Method, route, status, outcome, elapsed)
+			method := methodLabel(c.Request().Method)
+			metrics.observeRequest(method, route, status, outcome, elapsed)
 
 			attrs := []slog.Attr{
 				slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
-				slog.String("method", c.Request().Method),
+				slog.String("method", method),
 				slog.String("route", route),
 				slog.Int("status", status),
 				slog.Float64("latency_ms", float64(elapsed.Microseconds())/1000),

@@ -1,9 +1,12 @@
 package intake_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leadintake/leadintake/intake"
 )
@@ -121,4 +124,74 @@ func TestHTTP(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHTTPBoundsCallerChosenValues: nothing a caller sends becomes a metric
+// series or a log field of its own choosing. A method outside the fixed set
+// is answered 405 and recorded as OTHER.
+func TestHTTPBoundsCallerChosenValues(t *testing.T) {
+	t.Parallel()
+	registry := prometheus.NewRegistry()
+	api := newTestAPI(t, &testAPIOpts{Registry: registry})
+
+	huge := "ZZ" + strings.Repeat("Q", 20_000)
+	for _, method := range []string{"ZZZ1", "ZZZ2", "PROPFIND", huge} {
+		for _, path := range []string{"/v1/leads", "/healthz", "/nowhere"} {
+			res := api.send(t, newRequest(t, api, method, path))
+			if _, err := res.error(http.StatusMethodNotAllowed, intake.CodeMethodNotAllowed); err != nil {
+				t.Errorf("%.10s %s: %v", method, path, err)
+			}
+		}
+	}
+
+	families, err := registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true, "OTHER": true}
+	others := 0
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "method" {
+					continue
+				}
+				if !allowed[l.GetValue()] {
+					t.Errorf("%s has method label %.40q", f.GetName(), l.GetValue())
+				}
+				if l.GetValue() == "OTHER" {
+					others += int(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+	}
+	if others != 12 {
+		t.Errorf("%d requests recorded with method OTHER, want 12", others)
+	}
+	logs := api.Logs.String()
+	for _, m := range []string{"ZZZ1", "PROPFIND", "QQQQQQQQ"} {
+		if strings.Contains(logs, m) {
+			t.Errorf("the log holds the caller's method %q", m)
+		}
+	}
+}
+
+// TestHTTPDecodesPathParameters: a key percent-encoded in the path names the
+// same key as its plain form.
+func TestHTTPDecodesPathParameters(t *testing.T) {
+	t.Parallel()
+	api := newTestAPI(t, nil)
+	const key = "demo-key:0001"
+	api.send(t, api.submission(key, validBody)).requireAccepted(t, key, false)
+	for _, path := range []string{"demo-key:0001", "demo%2Dkey%3A0001", "demo-key%3A0001", "%64emo-key%3a0001"} {
+		res := api.send(t, api.operation(tokenA, path))
+		var op operationBody
+		if res.Status != http.StatusOK || json.Unmarshal(res.Body, &op) != nil || op.IdempotencyKey != key {
+			t.Errorf("GET /v1/operations/%s: %d %s, want the operation of %q", path, res.Status, res.Body, key)
+		}
+	}
+	// Encoded characters a key may not hold are still refused.
+	for _, path := range []string{"demo%20key%200001", "demo-key%2F0001", "demo-key%250001"} {
+		api.send(t, api.operation(tokenA, path)).requireError(t, http.StatusNotFound, intake.CodeNotFound)
+	}
 }
