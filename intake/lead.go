@@ -184,6 +184,12 @@ var fieldRules = map[string]func(v *validator, raw jsontext.Value, lead *Lead){
 		if len(utm) > maxUTM {
 			v.add("utm", "must have at most 20 members")
 		}
+		for name := range utm {
+			if strings.IndexByte(name, 0) >= 0 {
+				v.add("utm", "member names must not contain U+0000")
+				return
+			}
+		}
 		names := make([]string, 0, len(utm))
 		for name := range utm {
 			names = append(names, name)
@@ -285,6 +291,10 @@ func (v *validator) str(field string, raw jsontext.Value, min, max int) (string,
 	s := string(unquoted)
 	n := utf8.RuneCountInString(s)
 	switch {
+	case strings.IndexByte(s, 0) >= 0:
+		// PostgreSQL can store U+0000 in neither jsonb nor text.
+		v.add(field, "must not contain U+0000")
+		return "", false
 	case n < min && min == 1:
 		v.add(field, "must not be empty")
 		return "", false

@@ -222,6 +222,18 @@ func TestSubmitRefusals(t *testing.T) {
 		{name: "RefusesEmptyWebsite", body: `{"email":"ada@example.com","source":"website","website":""}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"website"}},
 		{name: "RefusesWebsiteWithoutHost", body: `{"email":"ada@example.com","source":"website","website":"https://"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"website"}},
 		{name: "RefusesLongWebsite", body: `{"email":"ada@example.com","source":"website","website":"https://example.com/` + strings.Repeat("p", 2030) + `"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"website"}},
+		// PostgreSQL's jsonb and text cannot hold U+0000: refused as a
+		// broken rule, not a 500 from the database.
+		{name: "RefusesNULInEmail", body: `{"email":"ada\u0000@example.com","source":"website"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"email"}},
+		{name: "RefusesNULInSource", body: `{"email":"ada@example.com","source":"web\u0000site"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"source"}},
+		{
+			name: "RefusesNULInEveryOptionalString",
+			body: `{"email":"ada@example.com","source":"website","name":"A\u0000","company":"\u0000","phone":"1\u00002",` +
+				`"website":"https://example.com/\u0000","message":"hi\u0000","utm":{"campaign":"x\u0000"}}`,
+			status: 422, code: intake.CodeValidationFailed,
+			fields: []string{"company", "message", "name", "phone", "utm.campaign", "website"},
+		},
+		{name: "RefusesNULInUTMName", body: `{"email":"ada@example.com","source":"website","utm":{"camp\u0000aign":"x"}}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"utm"}},
 		{name: "RefusesTooManyUTMMembers", body: `{"email":"ada@example.com","source":"website","utm":{` + utmMembers(21) + `}}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"utm"}},
 	}
 	for _, tt := range tests {
