@@ -164,3 +164,54 @@ func submitUntilAccepted(t *testing.T, api *testAPI, key string) processing {
 		time.Sleep(50 * time.Millisecond) // a client's back-off, not synchronisation
 	}
 }
+
+// TestStoreNotReady: a database the api cannot use for a reason other than
+// the network (no migrations yet, a database that does not exist, a role the
+// server refuses) makes /readyz 503 and every submission 503
+// store_unavailable, never 500.
+func TestStoreNotReady(t *testing.T) {
+	t.Parallel()
+	withURL := func(t *testing.T, dbURL string, edit func(*url.URL)) *pgxpool.Pool {
+		t.Helper()
+		u, err := url.Parse(dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(u)
+		pool, err := pgxpool.New(context.Background(), u.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	unmigrated := dbtest.Empty(t)
+	for _, tt := range []struct {
+		name string
+		pool func(t *testing.T) *pgxpool.Pool
+	}{
+		{"BeforeMigrations", func(t *testing.T) *pgxpool.Pool { return withURL(t, unmigrated, func(*url.URL) {}) }},
+		{"MissingDatabase", func(t *testing.T) *pgxpool.Pool {
+			return withURL(t, unmigrated, func(u *url.URL) { u.Path = "/leadintake_no_such_database" })
+		}},
+		{"RefusedRole", func(t *testing.T) *pgxpool.Pool {
+			return withURL(t, unmigrated, func(u *url.URL) { u.User = url.UserPassword("leadintake_no_such_role", "wrong") })
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, direct := dbtest.New(t)
+			api := newTestAPIOn(t, direct, &testAPIOpts{Pool: tt.pool(t)})
+			for _, req := range []*http.Request{
+				newRequest(t, api, http.MethodGet, "/readyz"),
+				api.submission(newKey(), validBody),
+				api.operation(tokenA, "some-key-0001"),
+			} {
+				res := api.send(t, req)
+				if _, err := res.error(http.StatusServiceUnavailable, intake.CodeStoreUnavailable); err != nil {
+					t.Errorf("%s %s: %v", req.Method, req.URL.Path, err)
+				}
+			}
+		})
+	}
+}

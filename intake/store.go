@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leadintake/leadintake/migrations"
 )
 
 // Key states, as stored in idempotency_keys.state.
@@ -33,6 +36,8 @@ var ErrNotFound = errors.New("not found")
 type Store struct {
 	pool    *pgxpool.Pool
 	enqueue EnqueueFunc
+	// migrated is set once Ready found every migration applied.
+	migrated atomic.Bool
 }
 
 // NewStore returns a Store on pool. enqueue may be nil for a store that only
@@ -323,22 +328,52 @@ WHERE client_id = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > now())
 	return &op, nil
 }
 
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+// Ready returns nil when the database answers and holds every migration
+// this binary needs. Once the migrations were found, only the database's
+// answer is checked again: migrations are never taken back.
+func (s *Store) Ready(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return err
+	}
+	if s.migrated.Load() {
+		return nil
+	}
+	if err := migrations.Check(ctx, s.pool); err != nil {
+		return err
+	}
+	s.migrated.Store(true)
+	return nil
+}
 
-// IsUnavailable reports whether err means the database could not be reached
-// or did not answer in time, as opposed to a fault of the query itself. Any
-// error that is not a server error about the statement (syntax, constraint,
-// data) counts as unavailability: connection refused, reset or closed,
-// time-outs, a pool that could not connect, a server shutting down.
+// IsUnavailable reports whether err means the database could not be used
+// (not reached, not answering in time, refusing the connection, or lacking
+// the migrations), as opposed to a fault of the query itself. Any error that
+// is not a server error about the statement (syntax, constraint, data)
+// counts as unavailability: connection refused, reset or closed, time-outs,
+// a pool that could not connect, a refused role or password, a missing
+// database, a server shutting down, tables not migrated yet.
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) || errors.Is(err, migrations.ErrPending) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42P01", // undefined table
+			"42703", // undefined column
+			"42883", // undefined function
+			"3F000": // invalid schema name
+			// The schema is older than this binary: not migrated yet.
+			return true
+		}
 		switch pgErr.Code[:2] {
 		case "08", // connection exception
+			"28", // invalid authorization: a refused role or password
+			"3D", // invalid catalog name: the database does not exist
 			"40", // serialization failure, deadlock: try again
 			"53", // insufficient resources
 			"57", // operator intervention: shutdown, cancel, cannot connect now

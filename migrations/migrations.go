@@ -5,6 +5,7 @@ package migrations
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -30,6 +31,41 @@ func FS() fs.FS {
 		panic(err)
 	}
 	return sub
+}
+
+// ErrPending is returned by Check when the database lacks migrations this
+// binary needs.
+var ErrPending = errors.New("the database lacks migrations: run `api migrate`")
+
+// Check returns nil when the database holds every migration this binary
+// needs (River's and leadintake's), ErrPending when some are missing, and the
+// database's error when it cannot tell. It writes nothing.
+func Check(ctx context.Context, pool *pgxpool.Pool) error {
+	riverMigrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return fmt.Errorf("check migrations: river: %w", err)
+	}
+	res, err := riverMigrator.Validate(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("check migrations: river: %w", err)
+	}
+	if !res.OK {
+		return ErrPending
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, FS())
+	if err != nil {
+		return fmt.Errorf("check migrations: %w", err)
+	}
+	current, target, err := provider.GetVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("check migrations: %w", err)
+	}
+	if current < target {
+		return ErrPending
+	}
+	return nil
 }
 
 // Migrate applies every pending migration: River's own first, then
