@@ -225,3 +225,40 @@ func TestMigrateTwice(t *testing.T) {
 		}
 	}
 }
+
+// A configuration error names the variable, never the secret it holds: a
+// token pasted where a hash belongs, a list of hashes, a password.
+func TestConfigErrorsShowNoSecret(t *testing.T) {
+	t.Parallel()
+	const db = "DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=1"
+	const hash = "2f6b4a8b5e0c7c2b1d9e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c"
+	cases := []struct {
+		name, bin string
+		env       []string
+		secrets   []string
+		want      string
+	}{
+		{"raw token in API_CLIENTS", "api", []string{db, "API_CLIENTS=raw-token-Zq81xVb0"}, []string{"raw-token-Zq81xVb0"}, "API_CLIENTS"},
+		{"token as hash", "api", []string{db, "API_CLIENTS=demo=Tok3n-Pasted-By-Mistake"}, []string{"Tok3n-Pasted-By-Mistake"}, "API_CLIENTS"},
+		{"hash list with a bad entry", "api", []string{db, "API_CLIENTS=a=" + hash + ",b:" + hash}, []string{hash}, "API_CLIENTS"},
+		{"password in a malformed URL", "api", []string{"DATABASE_URL=postgres://u:Pw-s3cret@127.0.0.1:notaport/db", "API_CLIENTS=a=" + hash}, []string{"Pw-s3cret"}, "DATABASE_URL"},
+		{"admin password alone", "worker", []string{db, "SIMULATE_DOWNSTREAM=true", "ADMIN_PASSWORD=Adm1n-pw-xyz"}, []string{"Adm1n-pw-xyz"}, "ADMIN_USER"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runBinary(t, tc.bin, tc.env)
+			if r.code == 0 {
+				t.Fatalf("exit 0, want non-zero\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+			}
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("stderr %q does not name %s", r.stderr, tc.want)
+			}
+			for _, s := range tc.secrets {
+				if strings.Contains(r.stderr+r.stdout, s) {
+					t.Errorf("the output shows the secret %q:\n%s%s", s, r.stdout, r.stderr)
+				}
+			}
+		})
+	}
+}

@@ -16,18 +16,8 @@ type Client struct {
 }
 
 // Clients is the set of callers read from API_CLIENTS: comma-separated
-// client_id=sha256hex(token) entries. It implements envconfig.Decoder.
+// client_id=sha256hex(token) entries.
 type Clients struct{ list []Client }
-
-// Decode parses API_CLIENTS.
-func (cs *Clients) Decode(value string) error {
-	parsed, err := ParseClients(value)
-	if err != nil {
-		return err
-	}
-	*cs = parsed
-	return nil
-}
 
 // ParseClients parses comma-separated client_id=sha256hex(token) entries.
 // Client ids are 1 to 64 characters of A-Z a-z 0-9 . _ -. A client may be

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -43,19 +42,21 @@ func main() {
 // environment (it cannot take another source), so tests that need other
 // settings start the binary with them.
 type config struct {
-	DatabaseURL     string         `envconfig:"DATABASE_URL" required:"true" desc:"PostgreSQL URL (pool_max_conns, connect_timeout... may be set in it)"`
-	APIAddr         string         `envconfig:"API_ADDR" default:":8080" desc:"public listener"`
-	AdminAddr       string         `envconfig:"ADMIN_ADDR" default:"127.0.0.1:8081" desc:"operators' listener: /metrics, and River UI under /riverui/"`
-	AdminUser       string         `envconfig:"ADMIN_USER" desc:"HTTP basic auth user of the admin listener; River UI is served only with ADMIN_USER and ADMIN_PASSWORD"`
-	AdminPassword   string         `envconfig:"ADMIN_PASSWORD" desc:"HTTP basic auth password of the admin listener"`
-	APIClients      intake.Clients `envconfig:"API_CLIENTS" required:"true" desc:"comma-separated client_id=sha256hex(token) entries"`
-	AllowedSources  []string       `envconfig:"ALLOWED_SOURCES" default:"website,linkedin,referral,ads,event" desc:"allowed values of a lead's source; empty allows any"`
-	MaxBodyBytes    int64          `envconfig:"MAX_BODY_BYTES" default:"65536" desc:"larger bodies get 413"`
-	RequestTimeout  time.Duration  `envconfig:"REQUEST_TIMEOUT" default:"5s" desc:"bound on one request's database work; past it 503"`
-	JobMaxAttempts  int            `envconfig:"JOB_MAX_ATTEMPTS" default:"12" desc:"attempts of a lead job (set on each job the api enqueues)"`
-	ShutdownTimeout time.Duration  `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"graceful-stop budget"`
-	LogFormat       string         `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
-	LogLevel        string         `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	DatabaseURL   string `envconfig:"DATABASE_URL" required:"true" desc:"PostgreSQL URL (pool_max_conns, connect_timeout... may be set in it)"`
+	APIAddr       string `envconfig:"API_ADDR" default:":8080" desc:"public listener"`
+	AdminAddr     string `envconfig:"ADMIN_ADDR" default:"127.0.0.1:8081" desc:"operators' listener: /metrics, and River UI under /riverui/"`
+	AdminUser     string `envconfig:"ADMIN_USER" desc:"HTTP basic auth user of the admin listener; River UI is served only with ADMIN_USER and ADMIN_PASSWORD"`
+	AdminPassword string `envconfig:"ADMIN_PASSWORD" desc:"HTTP basic auth password of the admin listener"`
+	// APIClients is parsed after envconfig, whose errors quote the value:
+	// a hash list, or a token pasted by mistake.
+	APIClients      string        `envconfig:"API_CLIENTS" required:"true" desc:"comma-separated client_id=sha256hex(token) entries"`
+	AllowedSources  []string      `envconfig:"ALLOWED_SOURCES" default:"website,linkedin,referral,ads,event" desc:"allowed values of a lead's source; empty allows any"`
+	MaxBodyBytes    int64         `envconfig:"MAX_BODY_BYTES" default:"65536" desc:"larger bodies get 413"`
+	RequestTimeout  time.Duration `envconfig:"REQUEST_TIMEOUT" default:"5s" desc:"bound on one request's database work; past it 503"`
+	JobMaxAttempts  int           `envconfig:"JOB_MAX_ATTEMPTS" default:"12" desc:"attempts of a lead job (set on each job the api enqueues)"`
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"graceful-stop budget"`
+	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
+	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 }
 
 func (c *config) validate() error {
@@ -115,11 +116,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	clients, err := intake.ParseClients(cfg.APIClients)
+	if err != nil {
+		return fmt.Errorf("config: API_CLIENTS: %w", err)
+	}
 	logger, err := process.NewLogger(stdout, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	return serve(ctx, &cfg, logger)
+	return serve(ctx, &cfg, clients, logger)
 }
 
 func runMigrate(ctx context.Context, stdout io.Writer) error {
@@ -143,7 +148,7 @@ func runMigrate(ctx context.Context, stdout io.Writer) error {
 	return nil
 }
 
-func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
+func serve(ctx context.Context, cfg *config, clients intake.Clients, logger *slog.Logger) error {
 	pool, err := process.OpenPool(ctx, cfg.DatabaseURL, process.PoolOpts{MaxConns: 16, ApplicationName: "leadintake-api"})
 	if err != nil {
 		return err
@@ -170,7 +175,7 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 
 	api := intake.NewHandler(&intake.HandlerOpts{
 		Store:          store,
-		Clients:        cfg.APIClients,
+		Clients:        clients,
 		Decode:         intake.DecodeOpts{AllowedSources: nonEmpty(cfg.AllowedSources)},
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		RequestTimeout: cfg.RequestTimeout,
@@ -202,21 +207,12 @@ func serve(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		slog.Bool("riverui", cfg.AdminUser != ""))
 
 	const readTimeout = 30 * time.Second
-	apiServer := &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      readTimeout + cfg.RequestTimeout + 5*time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	adminServer := &http.Server{
-		Handler:           adminHandler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	apiServer := process.NewServer(api, process.ServerOpts{
+		ReadTimeout:  readTimeout,
+		WriteTimeout: readTimeout + cfg.RequestTimeout + 5*time.Second,
+		Logger:       logger,
+	})
+	adminServer := process.NewServer(adminHandler, process.ServerOpts{Logger: logger})
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return process.Serve(gctx, apiServer, apiLn, cfg.ShutdownTimeout) })

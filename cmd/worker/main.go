@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -217,12 +216,7 @@ func work(ctx context.Context, cfg *config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("ADMIN_ADDR: %w", err)
 	}
-	adminServer := &http.Server{
-		Handler:           adminHandler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	adminServer := process.NewServer(adminHandler, process.ServerOpts{Logger: logger})
 	adminDone := make(chan error, 1)
 	go func() { adminDone <- process.Serve(ctx, adminServer, adminLn, cfg.ShutdownTimeout) }()
 

@@ -1,5 +1,6 @@
 // Package admin is the operators' listener: Prometheus metrics on /metrics,
-// and River UI under /riverui/ behind HTTP basic auth.
+// and River UI under /riverui/ behind HTTP basic auth, with cross-site
+// browser writes refused.
 package admin
 
 import (
@@ -62,7 +63,12 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 		mux.Handle(RiverUIPrefix+"/", auth(ui))
 		mux.Handle(RiverUIPrefix, http.RedirectHandler(RiverUIPrefix+"/", http.StatusMovedPermanently))
 	}
-	return mux, nil
+	// A browser holding the operator's basic auth must not be steered into
+	// River UI's write API (cancel, retry, delete) by another site: unsafe
+	// methods that a browser marks cross-site, or whose Origin is another
+	// host, get 403. Clients that are not browsers send neither header and
+	// pass.
+	return http.NewCrossOriginProtection().Handler(mux), nil
 }
 
 // basicAuth compares hashes of the credentials in constant time, so that

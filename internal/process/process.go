@@ -89,6 +89,41 @@ func redact(err error, databaseURL string) error {
 	return errors.New(msg)
 }
 
+// Limits every listener of both binaries applies to a request's headers: all
+// of them within HeaderTimeout (else the connection is dropped), at most
+// MaxHeaderBytes (else 431).
+const (
+	HeaderTimeout  = 10 * time.Second
+	MaxHeaderBytes = 1 << 20
+)
+
+// ServerOpts are what NewServer leaves to the listener.
+type ServerOpts struct {
+	// ReadTimeout and WriteTimeout bound a whole request and its answer;
+	// zero means none beyond the header limits.
+	ReadTimeout, WriteTimeout time.Duration
+	// Logger receives the server's own errors, at warn level.
+	Logger *slog.Logger
+}
+
+// NewServer returns an http.Server for handler with the header limits every
+// listener applies, and connections kept idle for at most two minutes.
+func NewServer(handler http.Handler, opts ServerOpts) *http.Server {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: HeaderTimeout,
+		ReadTimeout:       opts.ReadTimeout,
+		WriteTimeout:      opts.WriteTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
 // Serve serves srv on ln until ctx is done, then shuts it down gracefully:
 // no new connections, requests in flight finish within shutdownTimeout. It
 // returns nil after a clean shutdown.
