@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"runtime/debug"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/internal/scratchdb"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/migrations"
 )
 
@@ -151,4 +153,63 @@ func Empty(t testing.TB) string {
 		}
 	})
 	return db.URL
+}
+
+var shared struct {
+	once sync.Once
+	pool *pgxpool.Pool
+	err  error
+}
+
+// Tx returns a transaction on a migrated database shared by the package's
+// tests, rolled back when the test ends: the cheapest isolation, for tests
+// whose writes need not be seen by other connections. The database is
+// dropped once the binary's tests have run (testkit.Main).
+func Tx(t testing.TB) pgx.Tx {
+	t.Helper()
+	shared.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		admin, err := pgx.Connect(ctx, ServerURL())
+		if err != nil {
+			shared.err = fmt.Errorf("connect to %s: %w (is PostgreSQL running? see README)", scratchdb.Redacted(ServerURL()), err)
+			return
+		}
+		tmpl, err := ensureTemplate(ctx, admin)
+		admin.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			shared.err = fmt.Errorf("template: %w", err)
+			return
+		}
+		db, err := scratchdb.Create(ctx, ServerURL(), "leadintake_test_shared_", tmpl)
+		if err != nil {
+			shared.err = err
+			return
+		}
+		shared.pool, shared.err = pgxpool.New(ctx, db.URL)
+		testkit.AtExit(func() {
+			if shared.pool != nil {
+				shared.pool.Close()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = db.Drop(ctx)
+		})
+	})
+	if shared.err != nil {
+		t.Fatalf("dbtest: %v", shared.err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tx, err := shared.pool.Begin(ctx)
+	if err != nil {
+		t.Fatalf("dbtest: begin: %v", err)
+	}
+	t.Cleanup(func() {
+		// The test's context is gone by now: the rollback gets its own.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = tx.Rollback(ctx)
+	})
+	return tx
 }

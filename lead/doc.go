@@ -1,0 +1,36 @@
+// Package lead is the enquiry and its life, without a database or a network:
+// the lead a caller submits (its fields, their rules, its canonical form and
+// fingerprint), its score, and the state machine that takes it from the
+// claim to its final response.
+//
+// A lead's life is one function, Next: from the state saved after the last
+// step and the result of the last call, the next action and the state to
+// save before running it. The worker (package jobs) is a loop that runs the
+// action, saves the state, and asks again.
+//
+//	                  claim ──► key processing
+//	                                 │
+//	enrichment: pending ─► data | no_data | unavailable (after 3 failures, or a long Retry-After)
+//	                                 │
+//	CRM, upsert:   pending ──PUT──► accepted ─────────────────────┐
+//	                  └──────4xx──► rejected ──► finish crm_rejected (422)
+//	CRM, create:   pending ──(written ahead)──► uncertain ──POST──► accepted
+//	                  ▲           uncertain ──look-up──► accepted (found)
+//	                  │                           └────► uncertain, POST again (404)
+//	                  └── certainly not applied (refused before sending)
+//	                                                               │
+//	notification: pending ─► sent | failed (after 3 failures)      │
+//	                                 │◄────────────────────────────┘
+//	                          finish completed (201)
+//
+//	a transient failure: retry (the downstream's Retry-After, or the policy);
+//	on the last attempt: CRM uncertain ─► key needs_reconciliation
+//	                      otherwise    ─► finish downstream_unavailable (502, re-opened by a retry)
+//
+//	needs_reconciliation ──look-up (reconciler) or operator──► Settle:
+//	    found ─► CRM accepted, processing again (resumes at the notification)
+//	    404   ─► CRM pending, processing again (posts again)
+//
+//	a job that ended without a final response ─► Abandoned: the end its
+//	last attempt would have given the lead.
+package lead

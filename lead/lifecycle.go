@@ -1,0 +1,366 @@
+package lead
+
+import "time"
+
+// Mode is how the CRM step writes a lead.
+type Mode string
+
+// CRM modes.
+const (
+	// ModeUpsert puts the lead under its external reference: safe to
+	// repeat.
+	ModeUpsert Mode = "upsert"
+	// ModeCreate posts the lead, and looks the reference up before it ever
+	// posts again after an outcome that may have been applied.
+	ModeCreate Mode = "create"
+)
+
+// Enrichment is the enrichment step's state, as stored in
+// leads.enrichment_outcome (NULL while pending).
+type Enrichment string
+
+// Enrichment states.
+const (
+	EnrichmentPending     Enrichment = ""
+	EnrichmentData        Enrichment = "data"
+	EnrichmentNoData      Enrichment = "no_data"
+	EnrichmentUnavailable Enrichment = "unavailable"
+)
+
+// CRM is the CRM step's state, as stored in leads.crm_state.
+type CRM string
+
+// CRM states.
+const (
+	// CRMPending: nothing sent, or nothing that may have been applied.
+	CRMPending CRM = "pending"
+	// CRMUncertain: a post may have been applied; look the reference up
+	// before posting again. Written ahead of every post.
+	CRMUncertain CRM = "uncertain"
+	CRMAccepted  CRM = "accepted"
+	CRMRejected  CRM = "rejected"
+)
+
+// Notification is the notification step's state, as stored in
+// leads.notify_outcome (NULL while pending).
+type Notification string
+
+// Notification states.
+const (
+	NotificationPending Notification = ""
+	NotificationSent    Notification = "sent"
+	NotificationFailed  Notification = "failed"
+)
+
+// State is what is saved of a lead between its steps. Each call's result is
+// saved before the next call starts, so that a later attempt resumes instead
+// of calling again.
+type State struct {
+	Enrichment           Enrichment
+	EnrichmentFailures   int
+	CRM                  CRM
+	CRMID                string
+	Notification         Notification
+	NotificationFailures int
+	// RefUsedBefore is true when an earlier lead used this lead's external
+	// reference (its key expired and was submitted again): the CRM may hold
+	// a record under it, so create mode looks it up before posting. It is
+	// read, never written.
+	RefUsedBefore bool
+}
+
+// Enriched reports whether the enrichment returned data.
+func (s State) Enriched() bool { return s.Enrichment == EnrichmentData }
+
+// Warnings are the codes of the optional steps given up, for a completed
+// lead's response.
+func (s State) Warnings() []string {
+	w := []string{}
+	if s.Enrichment == EnrichmentUnavailable {
+		w = append(w, "enrichment_unavailable")
+	}
+	if s.Notification == NotificationFailed {
+		w = append(w, "notification_failed")
+	}
+	return w
+}
+
+// Kind names an action.
+type Kind int
+
+// The actions.
+const (
+	// ActEnrich asks the enrichment service.
+	ActEnrich Kind = iota + 1
+	// ActUpsert puts the lead to the CRM under its reference.
+	ActUpsert
+	// ActLookup looks the reference up in the CRM.
+	ActLookup
+	// ActCreate posts the lead to the CRM; the state saved before it says
+	// CRMUncertain.
+	ActCreate
+	// ActNotify notifies sales.
+	ActNotify
+	// ActFinish records the lead's final response (Action.Outcome).
+	ActFinish
+	// ActReconcile leaves the key to reconciliation: a post may have been
+	// applied and no look-up could settle it.
+	ActReconcile
+	// ActRetry ends the attempt; another follows after Action.RetryAfter,
+	// or the retry policy's delay when that is zero.
+	ActRetry
+	// ActStop ends the attempt without spending it: the worker is stopping.
+	ActStop
+)
+
+var kindNames = [...]string{"", "enrich", "upsert", "lookup", "create", "notify", "finish", "reconcile", "retry", "stop"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Outcome is how a finished lead ended.
+type Outcome string
+
+// Outcomes of ActFinish.
+const (
+	OutcomeCompleted             Outcome = "completed"
+	OutcomeCRMRejected           Outcome = "crm_rejected"
+	OutcomeDownstreamUnavailable Outcome = "downstream_unavailable"
+)
+
+// Action is what to do next.
+type Action struct {
+	Kind Kind
+	// Outcome is the end of ActFinish.
+	Outcome Outcome
+	// RetryAfter is the delay a downstream asked for, for ActRetry; zero
+	// leaves it to the retry policy.
+	RetryAfter time.Duration
+	// AfterConflict marks the ActLookup that follows a 409 to a post: a
+	// record the CRM says exists but cannot find is asked about again
+	// later, never posted at once.
+	AfterConflict bool
+}
+
+// Failure is a failed call, classified.
+type Failure struct {
+	// Transient failures are worth another attempt; the others are a
+	// verdict.
+	Transient bool
+	// Uncertain: the request may have been applied (a time-out, a broken
+	// connection, a 5xx).
+	Uncertain bool
+	// Conflict: the CRM answered 409 to a post (the record exists).
+	Conflict bool
+	// RetryAfter is the delay the downstream asked for.
+	RetryAfter time.Duration
+	// Stopping: the call was cut short because the worker is stopping.
+	Stopping bool
+}
+
+// Result is what the last action's call came back with.
+type Result struct {
+	Action Action
+	// Failure is nil on success.
+	Failure *Failure
+	// Found is true when the enrichment returned data, or the look-up a
+	// record.
+	Found bool
+	// CRMID is the CRM's id of the record, after an upsert, a post or a
+	// look-up that found it.
+	CRMID string
+}
+
+// Input is what a transition needs besides the saved state.
+type Input struct {
+	Mode Mode
+	// LastAttempt is true on the job's last attempt: a transient failure
+	// then ends the lead instead of asking for a retry.
+	LastAttempt bool
+	// Last is the result of the action just run; nil at the start of an
+	// attempt.
+	Last *Result
+}
+
+// Optional steps (the enrichment, the notification) are given up, with a
+// warning, after optionalStepAttempts transient failures, or at once when
+// the service asks to wait longer than optionalStepMaxWait: their failures
+// never fail a lead, nor hold it back for long.
+const (
+	optionalStepAttempts = 3
+	optionalStepMaxWait  = time.Minute
+)
+
+// Next is the life of a lead: from its saved state and the result of the
+// last call, the next action and the state to save before running it. It
+// is pure: no database, no network, no clock.
+func Next(s State, in Input) (Action, State) {
+	if r := in.Last; r != nil {
+		if r.Failure != nil && r.Failure.Stopping {
+			return Action{Kind: ActStop}, s
+		}
+		var act *Action
+		s, act = apply(s, in, r)
+		if act != nil {
+			return *act, s
+		}
+	}
+	return plan(s, in.Mode)
+}
+
+// apply records the result of a call in the state; it returns an action
+// when the result decides one, and nil to go on with the plan.
+func apply(s State, in Input, r *Result) (State, *Action) {
+	f := r.Failure
+	switch r.Action.Kind {
+	case ActEnrich:
+		switch {
+		case f == nil && r.Found:
+			s.Enrichment = EnrichmentData
+		case f == nil:
+			s.Enrichment = EnrichmentNoData
+		case retryOptional(f, in.LastAttempt, s.EnrichmentFailures):
+			s.EnrichmentFailures++
+			return s, &Action{Kind: ActRetry, RetryAfter: f.RetryAfter}
+		default:
+			s.Enrichment = EnrichmentUnavailable
+		}
+	case ActUpsert:
+		switch {
+		case f == nil:
+			s.CRM, s.CRMID = CRMAccepted, r.CRMID
+		case !f.Transient:
+			s.CRM = CRMRejected
+			return s, &Action{Kind: ActFinish, Outcome: OutcomeCRMRejected}
+		default:
+			return fail(s, in, f)
+		}
+	case ActLookup:
+		switch {
+		case f == nil && r.Found:
+			s.CRM, s.CRMID = CRMAccepted, r.CRMID
+		case f != nil:
+			// A look-up never decides the lead's fate, only whether a
+			// record exists: any failure of it is worth another try.
+			return fail(s, in, &Failure{Transient: true, Uncertain: true, RetryAfter: f.RetryAfter})
+		case r.Action.AfterConflict:
+			return fail(s, in, &Failure{Transient: true, Uncertain: true})
+		default:
+			// A definite 404: nothing was applied. Post, written ahead as
+			// uncertain.
+			s.CRM = CRMUncertain
+			return s, &Action{Kind: ActCreate}
+		}
+	case ActCreate:
+		switch {
+		case f == nil:
+			s.CRM, s.CRMID = CRMAccepted, r.CRMID
+		case f.Conflict:
+			return s, &Action{Kind: ActLookup, AfterConflict: true}
+		case !f.Transient:
+			s.CRM = CRMRejected
+			return s, &Action{Kind: ActFinish, Outcome: OutcomeCRMRejected}
+		default:
+			if !f.Uncertain {
+				s.CRM = CRMPending // certainly not applied
+			}
+			return fail(s, in, f)
+		}
+	case ActNotify:
+		switch {
+		case f == nil:
+			s.Notification = NotificationSent
+		case retryOptional(f, in.LastAttempt, s.NotificationFailures):
+			s.NotificationFailures++
+			return s, &Action{Kind: ActRetry, RetryAfter: f.RetryAfter}
+		default:
+			s.Notification = NotificationFailed
+		}
+	}
+	return s, nil
+}
+
+// plan returns the next step of a lead whose last result, if any, left the
+// choice to its state.
+func plan(s State, mode Mode) (Action, State) {
+	switch {
+	case s.Enrichment == EnrichmentPending:
+		return Action{Kind: ActEnrich}, s
+	case s.CRM == CRMRejected:
+		return Action{Kind: ActFinish, Outcome: OutcomeCRMRejected}, s
+	case s.CRM != CRMAccepted && mode == ModeUpsert:
+		return Action{Kind: ActUpsert}, s
+	case s.CRM == CRMUncertain, s.CRM == CRMPending && s.RefUsedBefore:
+		// Never post while an earlier post, of this lead or of an earlier
+		// one under the same reference, may have been applied.
+		return Action{Kind: ActLookup}, s
+	case s.CRM != CRMAccepted:
+		s.CRM = CRMUncertain // written ahead of the post
+		return Action{Kind: ActCreate}, s
+	case s.Notification == NotificationPending:
+		return Action{Kind: ActNotify}, s
+	default:
+		return Action{Kind: ActFinish, Outcome: OutcomeCompleted}, s
+	}
+}
+
+// fail decides what a transient failure of a required step means: another
+// attempt, or, on the last one, the end: reconciliation when a post may have
+// been applied, a failure that a retry of the key re-opens otherwise.
+func fail(s State, in Input, f *Failure) (State, *Action) {
+	switch {
+	case !in.LastAttempt:
+		return s, &Action{Kind: ActRetry, RetryAfter: f.RetryAfter}
+	case s.CRM == CRMUncertain:
+		return s, &Action{Kind: ActReconcile}
+	default:
+		return s, &Action{Kind: ActFinish, Outcome: OutcomeDownstreamUnavailable}
+	}
+}
+
+// retryOptional reports whether an optional step's failure is worth another
+// attempt: transient, not on the last attempt, within the step's budget, and
+// not asking for a wait longer than optionalStepMaxWait.
+func retryOptional(f *Failure, last bool, failures int) bool {
+	return f.Transient && !last && failures+1 < optionalStepAttempts && f.RetryAfter <= optionalStepMaxWait
+}
+
+// Abandoned is the end of a lead whose job ended without recording one (a
+// crash on its last attempt, a job cancelled or deleted by an operator): the
+// end its last attempt would have given it. A lead the CRM accepted
+// completes (a notification not known to be sent counts as failed); one whose
+// post may have been applied goes to reconciliation; any other fails, and a
+// retry of its key re-opens it.
+func Abandoned(s State) (Action, State) {
+	switch s.CRM {
+	case CRMAccepted:
+		if s.Notification == NotificationPending {
+			s.Notification = NotificationFailed
+		}
+		return Action{Kind: ActFinish, Outcome: OutcomeCompleted}, s
+	case CRMUncertain:
+		return Action{Kind: ActReconcile}, s
+	case CRMRejected:
+		return Action{Kind: ActFinish, Outcome: OutcomeCRMRejected}, s
+	default:
+		return Action{Kind: ActFinish, Outcome: OutcomeDownstreamUnavailable}, s
+	}
+}
+
+// Settle applies what was learnt of a lead awaiting reconciliation, by the
+// reconciler's look-up or by an operator: a record found is the CRM's
+// acceptance (the lead resumes at its notification); none (a definite 404)
+// means nothing was applied (the lead resumes at its CRM step and posts
+// again).
+func Settle(s State, found bool, crmID string) State {
+	if found {
+		s.CRM, s.CRMID = CRMAccepted, crmID
+	} else {
+		s.CRM = CRMPending
+	}
+	return s
+}

@@ -1,0 +1,204 @@
+package lead_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/leadintake/leadintake/lead"
+)
+
+// Shorthands for the table.
+var (
+	ok        = (*lead.Failure)(nil)
+	transient = &lead.Failure{Transient: true}
+	uncertain = &lead.Failure{Transient: true, Uncertain: true}
+	permanent = &lead.Failure{}
+	conflict  = &lead.Failure{Transient: true, Uncertain: true, Conflict: true}
+	stopping  = &lead.Failure{Transient: true, Uncertain: true, Stopping: true}
+	waitLong  = &lead.Failure{Transient: true, RetryAfter: 2 * time.Minute}
+	waitShort = &lead.Failure{Transient: true, RetryAfter: 30 * time.Second}
+)
+
+func act(k lead.Kind) lead.Action { return lead.Action{Kind: k} }
+
+func finish(o lead.Outcome) lead.Action { return lead.Action{Kind: lead.ActFinish, Outcome: o} }
+
+// enriched is a state past its enrichment, before the CRM.
+var enriched = lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMPending}
+
+// accepted is a state past the CRM, before the notification.
+var accepted = lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMAccepted, CRMID: "crm_1"}
+
+func with(s lead.State, edit func(*lead.State)) lead.State {
+	edit(&s)
+	return s
+}
+
+func TestNext(t *testing.T) {
+	t.Parallel()
+	const (
+		upsert = lead.ModeUpsert
+		create = lead.ModeCreate
+	)
+	tests := []struct {
+		name string
+		mode lead.Mode
+		last bool // the job's last attempt
+		s    lead.State
+		// ran and got are the last action and its result; ran.Kind 0
+		// starts an attempt.
+		ran       lead.Action
+		failure   *lead.Failure
+		found     bool
+		wantAct   lead.Action
+		wantState lead.State
+	}{
+		// The start of an attempt resumes at the first unfinished step.
+		{name: "NewLeadIsEnriched", mode: upsert, s: lead.State{CRM: lead.CRMPending},
+			wantAct: act(lead.ActEnrich), wantState: lead.State{CRM: lead.CRMPending}},
+		{name: "EnrichedLeadGoesToTheCRM", mode: upsert, s: enriched, wantAct: act(lead.ActUpsert), wantState: enriched},
+		{name: "AcceptedLeadIsNotified", mode: create, s: accepted, wantAct: act(lead.ActNotify), wantState: accepted},
+		{name: "NotifiedLeadCompletes", mode: upsert, s: with(accepted, func(s *lead.State) { s.Notification = lead.NotificationSent }),
+			wantAct: finish(lead.OutcomeCompleted), wantState: with(accepted, func(s *lead.State) { s.Notification = lead.NotificationSent })},
+		{name: "CreateIsWrittenAheadAsUncertain", mode: create, s: enriched,
+			wantAct: act(lead.ActCreate), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
+		{name: "UncertainLeadIsLookedUpFirst", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }),
+			wantAct: act(lead.ActLookup), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
+		{name: "ReusedReferenceIsLookedUpFirst", mode: create, s: with(enriched, func(s *lead.State) { s.RefUsedBefore = true }),
+			wantAct: act(lead.ActLookup), wantState: with(enriched, func(s *lead.State) { s.RefUsedBefore = true })},
+		{name: "UpsertNeedsNoLookUp", mode: upsert, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain; s.RefUsedBefore = true }),
+			wantAct: act(lead.ActUpsert), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain; s.RefUsedBefore = true })},
+
+		// Enrichment.
+		{name: "EnrichmentData", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: ok, found: true,
+			wantAct: act(lead.ActUpsert), wantState: enriched},
+		{name: "EnrichmentNoData", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: ok,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentNoData, CRM: lead.CRMPending}},
+		{name: "EnrichmentFailureRetried", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: transient,
+			wantAct: act(lead.ActRetry), wantState: lead.State{CRM: lead.CRMPending, EnrichmentFailures: 1}},
+		{name: "EnrichmentRetryAfterHonoured", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: waitShort,
+			wantAct: lead.Action{Kind: lead.ActRetry, RetryAfter: 30 * time.Second}, wantState: lead.State{CRM: lead.CRMPending, EnrichmentFailures: 1}},
+		{name: "EnrichmentGivenUpAfterThreeFailures", mode: upsert, s: lead.State{CRM: lead.CRMPending, EnrichmentFailures: 2}, ran: act(lead.ActEnrich), failure: transient,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, EnrichmentFailures: 2}},
+		{name: "EnrichmentGivenUpOnLongWait", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: waitLong,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending}},
+		{name: "EnrichmentGivenUpOnLastAttempt", mode: upsert, last: true, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: transient,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending}},
+		{name: "EnrichmentGivenUpOnRefusal", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: permanent,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending}},
+
+		// Upsert.
+		{name: "UpsertAccepted", mode: upsert, s: enriched, ran: act(lead.ActUpsert), failure: ok,
+			wantAct: act(lead.ActNotify), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMAccepted })},
+		{name: "UpsertRefused", mode: upsert, s: enriched, ran: act(lead.ActUpsert), failure: permanent,
+			wantAct: finish(lead.OutcomeCRMRejected), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMRejected })},
+		{name: "UpsertFailureRetried", mode: upsert, s: enriched, ran: act(lead.ActUpsert), failure: uncertain,
+			wantAct: act(lead.ActRetry), wantState: enriched},
+		{name: "UpsertRetryAfterHonouredPastAMinute", mode: upsert, s: enriched, ran: act(lead.ActUpsert), failure: waitLong,
+			wantAct: lead.Action{Kind: lead.ActRetry, RetryAfter: 2 * time.Minute}, wantState: enriched},
+		{name: "UpsertFailureOnLastAttemptFails", mode: upsert, last: true, s: enriched, ran: act(lead.ActUpsert), failure: uncertain,
+			wantAct: finish(lead.OutcomeDownstreamUnavailable), wantState: enriched},
+
+		// Create.
+		{name: "CreateAccepted", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: ok,
+			wantAct: act(lead.ActNotify), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMAccepted })},
+		{name: "CreateUncertainRetried", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: uncertain,
+			wantAct: act(lead.ActRetry), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
+		{name: "CreateUncertainOnLastAttemptAwaitsReconciliation", mode: create, last: true, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: uncertain,
+			wantAct: act(lead.ActReconcile), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
+		{name: "CreateNotSentIsPendingAgain", mode: create, last: true, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: transient,
+			wantAct: finish(lead.OutcomeDownstreamUnavailable), wantState: enriched},
+		{name: "CreateRefused", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: permanent,
+			wantAct: finish(lead.OutcomeCRMRejected), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMRejected })},
+		{name: "CreateConflictLooksUp", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: conflict,
+			wantAct: lead.Action{Kind: lead.ActLookup, AfterConflict: true}, wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
+
+		// Look-up.
+		{name: "LookupFound", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActLookup), failure: ok, found: true,
+			wantAct: act(lead.ActNotify), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMAccepted })},
+		{name: "LookupNotFoundPostsWrittenAhead", mode: create, s: with(enriched, func(s *lead.State) { s.RefUsedBefore = true }), ran: act(lead.ActLookup), failure: ok,
+			wantAct: act(lead.ActCreate), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain; s.RefUsedBefore = true })},
+		{name: "LookupAfterConflictNotFoundWaits", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: lead.Action{Kind: lead.ActLookup, AfterConflict: true}, failure: ok,
+			wantAct: act(lead.ActRetry), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
+		{name: "LookupRefusalIsTransient", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActLookup), failure: permanent,
+			wantAct: act(lead.ActRetry), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
+		{name: "LookupFailureOnLastAttemptAwaitsReconciliation", mode: create, last: true, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActLookup), failure: uncertain,
+			wantAct: act(lead.ActReconcile), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
+
+		// Notification.
+		{name: "NotificationSent", mode: upsert, s: accepted, ran: act(lead.ActNotify), failure: ok,
+			wantAct: finish(lead.OutcomeCompleted), wantState: with(accepted, func(s *lead.State) { s.Notification = lead.NotificationSent })},
+		{name: "NotificationFailureRetried", mode: upsert, s: accepted, ran: act(lead.ActNotify), failure: transient,
+			wantAct: act(lead.ActRetry), wantState: with(accepted, func(s *lead.State) { s.NotificationFailures = 1 })},
+		{name: "NotificationGivenUpCompletes", mode: upsert, s: with(accepted, func(s *lead.State) { s.NotificationFailures = 2 }), ran: act(lead.ActNotify), failure: transient,
+			wantAct: finish(lead.OutcomeCompleted), wantState: with(accepted, func(s *lead.State) { s.NotificationFailures = 2; s.Notification = lead.NotificationFailed })},
+
+		// Stopping ends the attempt, whatever the call.
+		{name: "StoppingWhileEnriching", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: stopping,
+			wantAct: act(lead.ActStop), wantState: lead.State{CRM: lead.CRMPending}},
+		{name: "StoppingWhilePostingOnLastAttempt", mode: create, last: true, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: stopping,
+			wantAct: act(lead.ActStop), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			in := lead.Input{Mode: tt.mode, LastAttempt: tt.last}
+			if tt.ran.Kind != 0 {
+				in.Last = &lead.Result{Action: tt.ran, Failure: tt.failure, Found: tt.found}
+				if tt.failure == nil && (tt.found || tt.ran.Kind == lead.ActUpsert || tt.ran.Kind == lead.ActCreate) {
+					in.Last.CRMID = "crm_1"
+				}
+			}
+			if tt.wantState.CRM == lead.CRMAccepted {
+				tt.wantState.CRMID = "crm_1"
+			}
+			gotAct, gotState := lead.Next(tt.s, in)
+			if gotAct != tt.wantAct {
+				t.Errorf("action %+v, want %+v", gotAct, tt.wantAct)
+			}
+			if gotState != tt.wantState {
+				t.Errorf("state %+v,\nwant  %+v", gotState, tt.wantState)
+			}
+		})
+	}
+}
+
+func TestAbandoned(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		s         lead.State
+		wantAct   lead.Action
+		wantNotif lead.Notification
+	}{
+		{"AcceptedCompletesNotificationUnknownCountsAsFailed", accepted, finish(lead.OutcomeCompleted), lead.NotificationFailed},
+		{"AcceptedAndNotifiedCompletes", with(accepted, func(s *lead.State) { s.Notification = lead.NotificationSent }), finish(lead.OutcomeCompleted), lead.NotificationSent},
+		{"UncertainAwaitsReconciliation", with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), act(lead.ActReconcile), ""},
+		{"RejectedStaysRejected", with(enriched, func(s *lead.State) { s.CRM = lead.CRMRejected }), finish(lead.OutcomeCRMRejected), ""},
+		{"PendingFails", enriched, finish(lead.OutcomeDownstreamUnavailable), ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			gotAct, gotState := lead.Abandoned(tt.s)
+			if gotAct != tt.wantAct || gotState.Notification != tt.wantNotif {
+				t.Errorf("got %+v with notification %q, want %+v with %q", gotAct, gotState.Notification, tt.wantAct, tt.wantNotif)
+			}
+		})
+	}
+}
+
+func TestSettle(t *testing.T) {
+	t.Parallel()
+	unsettled := with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })
+	if got := lead.Settle(unsettled, true, "crm_9"); got.CRM != lead.CRMAccepted || got.CRMID != "crm_9" {
+		t.Errorf("found: %+v", got)
+	}
+	got := lead.Settle(unsettled, false, "")
+	if got.CRM != lead.CRMPending {
+		t.Errorf("not found: %+v", got)
+	}
+	// Settled as not found, the lead posts again, written ahead.
+	if a, s := lead.Next(got, lead.Input{Mode: lead.ModeCreate}); a.Kind != lead.ActCreate || s.CRM != lead.CRMUncertain {
+		t.Errorf("after a settle as not found: %+v %+v, want a post written ahead", a, s)
+	}
+}

@@ -1,0 +1,322 @@
+package lead
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net/mail"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/gowebpki/jcs"
+
+	"github.com/leadintake/leadintake/response"
+)
+
+// MaxJSONDepth is the deepest nesting of arrays and objects a body may have.
+const MaxJSONDepth = 32
+
+// Field limits, in characters.
+const (
+	maxEmail    = 254
+	maxSource   = 64
+	maxName     = 200
+	maxPhone    = 40
+	maxWebsite  = 2048
+	maxMessage  = 5000
+	maxUTM      = 20
+	maxUTMValue = 200
+)
+
+// Lead is one enquiry as the caller submitted it, after validation.
+type Lead struct {
+	Email   string            `json:"email"`
+	Source  string            `json:"source"`
+	Name    string            `json:"name,omitempty"`
+	Company string            `json:"company,omitempty"`
+	Phone   string            `json:"phone,omitempty"`
+	Website string            `json:"website,omitempty"`
+	Message string            `json:"message,omitempty"`
+	UTM     map[string]string `json:"utm,omitempty"`
+	Consent *bool             `json:"consent,omitempty"`
+}
+
+// Payload is a decoded, validated request body.
+type Payload struct {
+	Lead Lead
+	// Canonical is the body in RFC 8785 canonical form; it is what the lead
+	// row stores.
+	Canonical []byte
+	// Fingerprint is SHA-256 over Canonical.
+	Fingerprint [sha256.Size]byte
+}
+
+// DecodeOpts are the rules of DecodeSubmission that come from configuration.
+type DecodeOpts struct {
+	// AllowedSources lists the allowed values of source; empty allows any.
+	AllowedSources []string
+}
+
+// Decode decodes and validates a request body and computes its
+// fingerprint. It returns a *response.Error: CodeInvalidJSON for a body that is not
+// one strict JSON object (malformed, invalid UTF-8, a duplicated member name,
+// nested deeper than MaxJSONDepth, trailing data), CodeUnknownField for
+// members the API does not know, and CodeValidationFailed with one detail per
+// broken rule.
+func Decode(body []byte, opts *DecodeOpts) (*Payload, error) {
+	members, err := strictMembers(body)
+	if err != nil {
+		return nil, err
+	}
+	lead, err := leadFromMembers(members, opts)
+	if err != nil {
+		return nil, err
+	}
+	canonical, err := jcs.Transform(body)
+	if err != nil {
+		return nil, &response.Error{Code: response.CodeInvalidJSON, Message: "the body cannot be put in canonical form", Err: err}
+	}
+	return &Payload{Lead: *lead, Canonical: canonical, Fingerprint: sha256.Sum256(canonical)}, nil
+}
+
+// strictMembers reads body, in one pass over its tokens, as one strict JSON
+// object: nothing after it, valid UTF-8 in every string, no duplicate member
+// names at any level, at most MaxJSONDepth levels. It returns the raw value
+// of each member.
+func strictMembers(body []byte) (map[string]jsontext.Value, error) {
+	invalid := func(msg string, err error) error {
+		return &response.Error{Code: response.CodeInvalidJSON, Message: msg, Err: err}
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	if dec.PeekKind() != '{' {
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, invalid("the body is not valid JSON", err)
+		}
+		return nil, invalid("the body must be a JSON object", nil)
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, invalid("the body is not valid JSON", err)
+	}
+	members := make(map[string]jsontext.Value, 10)
+	for dec.PeekKind() != '}' {
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return nil, invalid("the body is not valid JSON", err)
+		}
+		name := tok.String() // before the next read voids tok
+		start := dec.InputOffset()
+		// Every token of the value is read, so that its depth is known.
+		for {
+			if _, err := dec.ReadToken(); err != nil {
+				return nil, invalid("the body is not valid JSON", err)
+			}
+			if dec.StackDepth() > MaxJSONDepth {
+				return nil, invalid("the body is nested too deeply", nil)
+			}
+			if dec.StackDepth() == 1 {
+				break
+			}
+		}
+		// The raw value, without the separator and white space before it.
+		members[name] = bytes.TrimLeft(body[start:dec.InputOffset()], " \t\r\n:")
+	}
+	if _, err := dec.ReadToken(); err != nil { // the closing brace
+		return nil, invalid("the body is not valid JSON", err)
+	}
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+		return nil, invalid("the body must hold exactly one JSON value", err)
+	}
+	return members, nil
+}
+
+// fieldRules validates one member; each appends its problems to v.
+var fieldRules = map[string]func(v *validator, raw jsontext.Value, lead *Lead){
+	"email": func(v *validator, raw jsontext.Value, lead *Lead) {
+		if s, ok := v.str("email", raw, 1, maxEmail); ok {
+			if !isEmail(s) {
+				v.add("email", "must be one address of the form local@domain")
+			}
+			lead.Email = s
+		}
+	},
+	"source": func(v *validator, raw jsontext.Value, lead *Lead) {
+		if s, ok := v.str("source", raw, 1, maxSource); ok {
+			if len(v.opts.AllowedSources) > 0 && !slices.Contains(v.opts.AllowedSources, s) {
+				v.add("source", "must be one of: "+strings.Join(v.opts.AllowedSources, ", "))
+			}
+			lead.Source = s
+		}
+	},
+	"name":    optionalString("name", maxName, func(l *Lead, s string) { l.Name = s }),
+	"company": optionalString("company", maxName, func(l *Lead, s string) { l.Company = s }),
+	"phone":   optionalString("phone", maxPhone, func(l *Lead, s string) { l.Phone = s }),
+	"message": optionalString("message", maxMessage, func(l *Lead, s string) { l.Message = s }),
+	"website": func(v *validator, raw jsontext.Value, lead *Lead) {
+		if raw.Kind() == 'n' {
+			return
+		}
+		if s, ok := v.str("website", raw, 0, maxWebsite); ok {
+			if !isWebURL(s) {
+				v.add("website", "must be an absolute http or https URL")
+			}
+			lead.Website = s
+		}
+	},
+	"utm": func(v *validator, raw jsontext.Value, lead *Lead) {
+		switch raw.Kind() {
+		case 'n':
+			return
+		case '{':
+		default:
+			v.add("utm", "must be an object of strings")
+			return
+		}
+		var utm map[string]jsontext.Value
+		if err := json.Unmarshal(raw, &utm); err != nil {
+			v.add("utm", "must be an object of strings")
+			return
+		}
+		if len(utm) > maxUTM {
+			v.add("utm", "must have at most 20 members")
+		}
+		for name := range utm {
+			if strings.IndexByte(name, 0) >= 0 {
+				v.add("utm", "member names must not contain U+0000")
+				return
+			}
+		}
+		names := make([]string, 0, len(utm))
+		for name := range utm {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		lead.UTM = make(map[string]string, len(utm))
+		for _, name := range names {
+			if s, ok := v.str("utm."+name, utm[name], 0, maxUTMValue); ok {
+				lead.UTM[name] = s
+			}
+		}
+		if len(lead.UTM) == 0 {
+			lead.UTM = nil
+		}
+	},
+	"consent": func(v *validator, raw jsontext.Value, lead *Lead) {
+		switch raw.Kind() {
+		case 'n':
+		case 't', 'f':
+			b := raw.Kind() == 't'
+			lead.Consent = &b
+		default:
+			v.add("consent", "must be a boolean")
+		}
+	},
+}
+
+func optionalString(field string, max int, set func(*Lead, string)) func(*validator, jsontext.Value, *Lead) {
+	return func(v *validator, raw jsontext.Value, lead *Lead) {
+		if raw.Kind() == 'n' {
+			return
+		}
+		if s, ok := v.str(field, raw, 0, max); ok {
+			set(lead, s)
+		}
+	}
+}
+
+func leadFromMembers(members map[string]jsontext.Value, opts *DecodeOpts) (*Lead, error) {
+	if opts == nil {
+		opts = &DecodeOpts{}
+	}
+	var unknown []response.Detail
+	for name := range members {
+		if _, ok := fieldRules[name]; !ok {
+			unknown = append(unknown, response.Detail{Field: name, Problem: "is not a field of a lead"})
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Slice(unknown, func(i, j int) bool { return unknown[i].Field < unknown[j].Field })
+		return nil, &response.Error{Code: response.CodeUnknownField, Message: "the body has members the API does not know", Details: unknown}
+	}
+
+	v := &validator{opts: opts}
+	lead := &Lead{}
+	for _, required := range []string{"email", "source"} {
+		if raw, ok := members[required]; !ok || raw.Kind() == 'n' {
+			v.add(required, "is required")
+		}
+	}
+	names := make([]string, 0, len(members))
+	for name := range members {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		raw := members[name]
+		if (name == "email" || name == "source") && raw.Kind() == 'n' {
+			continue
+		}
+		fieldRules[name](v, raw, lead)
+	}
+	if len(v.details) > 0 {
+		return nil, &response.Error{Code: response.CodeValidationFailed, Message: "the lead breaks the rules listed in details", Details: v.details}
+	}
+	return lead, nil
+}
+
+type validator struct {
+	opts    *DecodeOpts
+	details []response.Detail
+}
+
+func (v *validator) add(field, problem string) {
+	v.details = append(v.details, response.Detail{Field: field, Problem: problem})
+}
+
+// str decodes a JSON string and checks its length in characters.
+func (v *validator) str(field string, raw jsontext.Value, min, max int) (string, bool) {
+	if raw.Kind() != '"' {
+		v.add(field, "must be a string")
+		return "", false
+	}
+	unquoted, err := jsontext.AppendUnquote(nil, raw)
+	if err != nil {
+		v.add(field, "must be a string")
+		return "", false
+	}
+	s := string(unquoted)
+	n := utf8.RuneCountInString(s)
+	switch {
+	case strings.IndexByte(s, 0) >= 0:
+		// PostgreSQL can store U+0000 in neither jsonb nor text.
+		v.add(field, "must not contain U+0000")
+		return "", false
+	case n < min && min == 1:
+		v.add(field, "must not be empty")
+		return "", false
+	case n > max:
+		v.add(field, "must be at most "+strconv.Itoa(max)+" characters")
+		return "", false
+	}
+	return s, true
+}
+
+func isEmail(s string) bool {
+	addr, err := mail.ParseAddress(s)
+	if err != nil || addr.Name != "" || addr.Address != s {
+		return false
+	}
+	local, domain, ok := strings.Cut(s, "@")
+	return ok && local != "" && domain != "" && !strings.ContainsAny(s, " \t<>")
+}
+
+func isWebURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.Hostname() != ""
+}

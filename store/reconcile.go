@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leadintake/leadintake/lead"
+)
+
+// KeyRef names a client's key and the lead it holds.
+type KeyRef struct {
+	ClientID string
+	Key      string
+	LeadID   uuid.UUID
+}
+
+// AwaitingReconciliation returns up to limit keys in needs_reconciliation,
+// those not tried yet first, then those whose last look-up failed longest
+// ago.
+func (s *Store) AwaitingReconciliation(ctx context.Context, limit int) ([]KeyRef, error) {
+	rows, err := s.db.Query(ctx, `
+SELECT client_id, key, lead_id FROM idempotency_keys
+WHERE state = 'needs_reconciliation'
+ORDER BY reconcile_after NULLS FIRST, updated_at
+LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("keys awaiting reconciliation: %w", err)
+	}
+	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[KeyRef])
+	if err != nil {
+		return nil, fmt.Errorf("keys awaiting reconciliation: %w", err)
+	}
+	return refs, nil
+}
+
+// PostponeReconciliation moves a key awaiting reconciliation to the back of
+// the line: its look-up failed, or its lead cannot be read.
+func (s *Store) PostponeReconciliation(ctx context.Context, ref KeyRef) error {
+	_, err := s.db.Exec(ctx, `
+UPDATE idempotency_keys SET reconcile_after = now()
+WHERE client_id = $1 AND key = $2 AND lead_id = $3 AND state = 'needs_reconciliation'`,
+		ref.ClientID, ref.Key, ref.LeadID)
+	if err != nil {
+		return fmt.Errorf("postpone reconciliation: %w", err)
+	}
+	return nil
+}
+
+// Resume puts a lead awaiting reconciliation back to work with the state
+// that reconciliation settled (lead.Settle): its key processing again, its
+// CRM step as settled, and a new job, in one transaction. It returns false,
+// changing nothing, when the key was not awaiting reconciliation any more
+// (another reconciler, or an operator, settled it first).
+func (s *Store) Resume(ctx context.Context, run Run, st lead.State, enqueueFn EnqueueFunc) (bool, error) {
+	var resumed bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+WITH k AS (
+    UPDATE idempotency_keys k SET state = 'processing', reconcile_after = NULL, updated_at = now()
+    FROM leads l
+    WHERE l.id = $1 AND l.run = $2
+      AND k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
+      AND k.state = 'needs_reconciliation'
+    RETURNING k.lead_id
+)
+UPDATE leads SET crm_state = $3, crm_id = $4, updated_at = now()
+WHERE id = (SELECT lead_id FROM k)`, run.LeadID, run.Seq, st.CRM, nullIfEmpty(st.CRMID))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return errNothingToCommit
+		}
+		resumed = true
+		return enqueue(ctx, tx, enqueueFn, run.LeadID)
+	})
+	if errors.Is(err, errNothingToCommit) {
+		err = nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("resume lead %s: %w", run.LeadID, err)
+	}
+	return resumed, nil
+}
+
+// Unfinished is a lead whose key is processing.
+type Unfinished struct {
+	Run Run
+	// JobID is the job recorded for the lead; nil when none was.
+	JobID     *int64
+	UpdatedAt time.Time
+}
+
+// UnfinishedCursor is where a walk through the processing keys stands; the
+// zero value starts it.
+type UnfinishedCursor struct {
+	UpdatedAt time.Time
+	LeadID    uuid.UUID
+}
+
+// Processing returns up to limit leads whose key is processing and was last
+// changed before olderThan, oldest first, after the cursor, and the cursor
+// of the next page.
+func (s *Store) Processing(ctx context.Context, olderThan time.Time, after UnfinishedCursor, limit int) ([]Unfinished, UnfinishedCursor, error) {
+	rows, err := s.db.Query(ctx, `
+SELECT l.id, l.run, l.job_id, k.updated_at
+FROM idempotency_keys k
+JOIN leads l ON l.id = k.lead_id
+WHERE k.state = 'processing' AND k.updated_at < $1
+  AND (k.updated_at, k.lead_id) > ($2, $3)
+ORDER BY k.updated_at, k.lead_id
+LIMIT $4`, olderThan, after.UpdatedAt, after.LeadID, limit)
+	if err != nil {
+		return nil, after, fmt.Errorf("processing keys: %w", err)
+	}
+	defer rows.Close()
+	var list []Unfinished
+	for rows.Next() {
+		var u Unfinished
+		if err := rows.Scan(&u.Run.LeadID, &u.Run.Seq, &u.JobID, &u.UpdatedAt); err != nil {
+			return nil, after, fmt.Errorf("processing keys: %w", err)
+		}
+		list = append(list, u)
+		after = UnfinishedCursor{UpdatedAt: u.UpdatedAt, LeadID: u.Run.LeadID}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, after, fmt.Errorf("processing keys: %w", err)
+	}
+	return list, after, nil
+}
+
+// DeleteExpiredKeys deletes up to limit keys whose retention has passed,
+// oldest first, skipping rows another transaction holds, and returns how
+// many it deleted.
+func (s *Store) DeleteExpiredKeys(ctx context.Context, limit int) (int64, error) {
+	tag, err := s.db.Exec(ctx, `
+DELETE FROM idempotency_keys
+WHERE (client_id, key) IN (
+    SELECT client_id, key FROM idempotency_keys
+    WHERE expires_at <= now()
+    ORDER BY expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED)`, limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete expired keys: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

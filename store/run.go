@@ -1,0 +1,222 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/response"
+)
+
+// Run is one run of a lead: an attempt of its job, or the reconciler acting
+// on it. Each run that starts takes the next number (leads.run); a write of
+// a run applies only while that number is still the lead's, so that of two
+// runs at once, the one that started last acts and the other stops.
+type Run struct {
+	LeadID uuid.UUID
+	Seq    int32
+}
+
+// Lead is a lead as the worker reads it: the enquiry, the key it belongs to,
+// and what its steps saved so far.
+type Lead struct {
+	ID          uuid.UUID
+	ClientID    string
+	Key         string
+	ExternalRef string
+	Lead        lead.Lead
+	// Enrichment is the enrichment service's answer, as saved; nil without
+	// data.
+	Enrichment json.RawMessage
+	State      lead.State
+	// KeyState is the state of the lead's key, empty when the key is gone
+	// (expired and deleted, or taken over by a newer lead).
+	KeyState KeyState
+	// Run is the run that holds the lead: this one after StartRun.
+	Run Run
+	// JobID is the job that works the lead, nil when none was recorded.
+	JobID *int64
+}
+
+const leadColumns = `
+    l.id, l.client_id, l.idempotency_key, l.external_ref, l.submission, l.enrichment,
+    coalesce(l.enrichment_outcome, ''), l.enrichment_failures, l.crm_state, coalesce(l.crm_id, ''),
+    coalesce(l.notify_outcome, ''), l.notify_failures, l.run, l.job_id,
+    coalesce(k.state, ''),
+    EXISTS (SELECT FROM leads o WHERE o.external_ref = l.external_ref AND o.id <> l.id)`
+
+// startRunSQL takes the next run of a lead and reads it, in one statement.
+const startRunSQL = `
+WITH l AS (UPDATE leads SET run = run + 1 WHERE id = $1 RETURNING *)
+SELECT` + leadColumns + `
+FROM l
+LEFT JOIN idempotency_keys k ON k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id`
+
+const loadLeadSQL = `
+SELECT` + leadColumns + `
+FROM leads l
+LEFT JOIN idempotency_keys k ON k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
+WHERE l.id = $1`
+
+func scanLead(row pgx.Row) (*Lead, error) {
+	var (
+		l          Lead
+		submission []byte
+		enrichment []byte
+	)
+	err := row.Scan(&l.ID, &l.ClientID, &l.Key, &l.ExternalRef, &submission, &enrichment,
+		&l.State.Enrichment, &l.State.EnrichmentFailures, &l.State.CRM, &l.State.CRMID,
+		&l.State.Notification, &l.State.NotificationFailures, &l.Run.Seq, &l.JobID,
+		&l.KeyState, &l.State.RefUsedBefore)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.Run.LeadID = l.ID
+	if len(enrichment) > 0 {
+		l.Enrichment = enrichment
+	}
+	if err := json.Unmarshal(submission, &l.Lead); err != nil {
+		return nil, fmt.Errorf("lead %s: submission: %w", l.ID, err)
+	}
+	return &l, nil
+}
+
+// StartRun starts the next run of a lead and returns the lead; ErrNotFound
+// when there is no such lead. From now on, writes of earlier runs of the
+// lead are refused.
+func (s *Store) StartRun(ctx context.Context, leadID uuid.UUID) (*Lead, error) {
+	l, err := scanLead(s.db.QueryRow(ctx, startRunSQL, leadID))
+	if err != nil {
+		return nil, fmt.Errorf("start run of lead %s: %w", leadID, err)
+	}
+	return l, nil
+}
+
+// LoadLead returns a lead as it stands, its current run included, without
+// starting one; ErrNotFound when there is no such lead.
+func (s *Store) LoadLead(ctx context.Context, leadID uuid.UUID) (*Lead, error) {
+	l, err := scanLead(s.db.QueryRow(ctx, loadLeadSQL, leadID))
+	if err != nil {
+		return nil, fmt.Errorf("load lead %s: %w", leadID, err)
+	}
+	return l, nil
+}
+
+// nullIfEmpty stores an empty step state as NULL, as the CHECK constraints
+// want it.
+func nullIfEmpty[S ~string](v S) *string {
+	if v == "" {
+		return nil
+	}
+	s := string(v)
+	return &s
+}
+
+// Save records the lead's state after a step (and the enrichment's answer,
+// when enrichment is not nil), in one statement. It returns ErrRunTaken when
+// a later run holds the lead.
+func (s *Store) Save(ctx context.Context, run Run, st lead.State, enrichment json.RawMessage) error {
+	var raw []byte
+	if enrichment != nil {
+		raw = enrichment
+	}
+	tag, err := s.db.Exec(ctx, `
+UPDATE leads
+SET enrichment_outcome = $3, enrichment = coalesce($4, enrichment), enrichment_failures = $5,
+    crm_state = $6, crm_id = $7, notify_outcome = $8, notify_failures = $9, updated_at = now()
+WHERE id = $1 AND run = $2`,
+		run.LeadID, run.Seq, nullIfEmpty(st.Enrichment), raw, st.EnrichmentFailures,
+		st.CRM, nullIfEmpty(st.CRMID), nullIfEmpty(st.Notification), st.NotificationFailures)
+	if err != nil {
+		return fmt.Errorf("save lead %s: %w", run.LeadID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrRunTaken
+	}
+	return nil
+}
+
+// Finish is how a lead ends: with a final response, or in reconciliation.
+type Finish struct {
+	// KeyState is KeyCompleted or KeyFailed with a Response, or
+	// KeyNeedsReconciliation without one.
+	KeyState KeyState
+	Response response.Final
+	// FailureCode is the error code of a failed key (crm_rejected,
+	// downstream_unavailable).
+	FailureCode response.Code
+	// Retention is how long a finished key is kept.
+	Retention time.Duration
+	// State is the lead's final state; Score and Tier its score.
+	State lead.State
+	Score int
+	Tier  lead.Tier
+}
+
+// finishSQL ends a lead in one statement: the lead row is locked and its run
+// checked; the key, still unfinished and still this lead's, takes its final
+// response (or moves to needs_reconciliation); the lead takes its result.
+// Nothing changes unless both hold.
+const finishSQL = `
+WITH l AS (
+    SELECT id, client_id, idempotency_key FROM leads WHERE id = $1 AND run = $2 FOR UPDATE
+), k AS (
+    UPDATE idempotency_keys k
+    SET state = $3, response_status = $4, response_body = $5, failure_code = $6, updated_at = now(),
+        finished_at = CASE WHEN $4::smallint IS NOT NULL THEN now() END,
+        expires_at = CASE WHEN $4::smallint IS NOT NULL THEN now() + $7::interval END
+    FROM l
+    WHERE k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
+      AND k.state IN ('processing', 'needs_reconciliation')
+    RETURNING k.lead_id
+)
+UPDATE leads
+SET score = $8, tier = $9, crm_state = $10, crm_id = $11, notify_outcome = $12, warnings = $13,
+    updated_at = now(), finished_at = CASE WHEN $4::smallint IS NOT NULL THEN now() END
+WHERE id = (SELECT lead_id FROM k)`
+
+// Finish ends the run's lead as f says, and runs inTx (the completion of the
+// run's job, say) in the same transaction when it is not nil. It returns
+// false when nothing was left to finish: the key was no longer unfinished
+// and the lead's, or a later run holds the lead; inTx runs all the same.
+func (s *Store) Finish(ctx context.Context, run Run, f *Finish, inTx func(pgx.Tx) error) (bool, error) {
+	var (
+		status   *int16
+		body     []byte
+		failure  *string
+		warnings = f.State.Warnings()
+	)
+	if f.KeyState.Finished() {
+		st := int16(f.Response.Status)
+		status, body = &st, f.Response.Body
+	}
+	if f.FailureCode != "" {
+		failure = nullIfEmpty(f.FailureCode)
+	}
+	var applied bool
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, finishSQL, run.LeadID, run.Seq, f.KeyState, status, body, failure, f.Retention,
+			f.Score, nullIfEmpty(f.Tier), f.State.CRM, nullIfEmpty(f.State.CRMID), nullIfEmpty(f.State.Notification), warnings)
+		if err != nil {
+			return err
+		}
+		applied = tag.RowsAffected() == 1
+		if inTx != nil {
+			return inTx(tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("finish lead %s: %w", run.LeadID, err)
+	}
+	return applied, nil
+}

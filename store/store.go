@@ -1,0 +1,94 @@
+// Package store owns leadintake's two tables, idempotency_keys and leads:
+// every statement that reads or writes them is here, with typed states that
+// match their CHECK constraints. The api claims keys and answers replays and
+// polls through it; the worker runs leads, finishes them, reconciles and
+// cleans up through it. Nothing here knows HTTP, River or the downstream
+// services: the enqueue step of a claim, and the completion of a job in a
+// finishing transaction, are handed in by the caller.
+//
+// A claimed key, its lead and its job commit in one transaction; a finished
+// key's response, its lead's result and its job's completion in another.
+// Every write of a worker's run is fenced: it applies only while no later
+// run of the same lead has started (see Run).
+package store
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// KeyState is a key's state, as stored in idempotency_keys.state.
+type KeyState string
+
+// Key states.
+const (
+	KeyProcessing          KeyState = "processing"
+	KeyCompleted           KeyState = "completed"
+	KeyFailed              KeyState = "failed"
+	KeyNeedsReconciliation KeyState = "needs_reconciliation"
+)
+
+// KeyStates lists every key state, unfinished first.
+var KeyStates = []KeyState{KeyProcessing, KeyNeedsReconciliation, KeyCompleted, KeyFailed}
+
+// Finished reports whether the key holds a final response.
+func (s KeyState) Finished() bool { return s == KeyCompleted || s == KeyFailed }
+
+// Errors of the store. Other errors are the database's; see IsUnavailable.
+var (
+	// ErrNotFound: no such key for the client (or its retention passed), or
+	// no such lead.
+	ErrNotFound = errors.New("not found")
+	// ErrRunTaken: a later run of the lead has started; this run's writes
+	// are refused, and it must stop.
+	ErrRunTaken = errors.New("a later run of the lead has started")
+)
+
+// DB is what the store runs statements on: a *pgxpool.Pool, or a pgx.Tx (in
+// tests, a transaction rolled back at the end).
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Store is the key and lead store. It is safe for concurrent use.
+type Store struct {
+	db DB
+	// pool is db when it is a pool: Ready needs one.
+	pool *pgxpool.Pool
+	// migrated is set once Ready found every migration applied.
+	migrated atomic.Bool
+}
+
+// New returns a Store on db.
+func New(db DB) *Store {
+	s := &Store{db: db}
+	s.pool, _ = db.(*pgxpool.Pool)
+	return s
+}
+
+// inTx runs fn in a transaction on the store's database, and commits it
+// when fn returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	// The rollback stays within ctx's deadline: a database that hangs
+	// after the work would otherwise hold the caller until it answered
+	// again. Once ctx is done the rollback fails at once and the connection
+	// is closed, which is what a connection whose statement timed out
+	// deserves.
+	defer func() { _ = tx.Rollback(ctx) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
