@@ -99,17 +99,27 @@ type endpoint struct {
 	token string
 }
 
+// Validate checks that every URL is an absolute http(s) URL.
+func (cfg *Config) Validate() error {
+	for _, v := range []struct{ name, url string }{
+		{"ENRICHMENT_URL", cfg.EnrichmentURL}, {"CRM_URL", cfg.CRMURL}, {"NOTIFY_URL", cfg.NotifyURL},
+	} {
+		parsed, err := url.Parse(v.url)
+		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
+			return fmt.Errorf("%s: want an absolute http(s) URL", v.name)
+		}
+	}
+	return nil
+}
+
 // NewClient returns a Client with one http.Client per service, each with its
 // own kept-alive connections and cfg.Timeout per call.
 func NewClient(cfg Config) (*Client, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	for name, u := range map[string]string{"ENRICHMENT_URL": cfg.EnrichmentURL, "CRM_URL": cfg.CRMURL, "NOTIFY_URL": cfg.NotifyURL} {
-		parsed, err := url.Parse(u)
-		if err != nil || (parsed.Scheme != "http" && parsed.Scheme != "https") || parsed.Host == "" {
-			return nil, fmt.Errorf("%s: want an absolute http(s) URL", name)
-		}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	newHTTP := func() *http.Client {
 		dialer := &net.Dialer{Timeout: min(cfg.Timeout, 5*time.Second), KeepAlive: 30 * time.Second}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"io"
 	"net"
 	"net/http"
@@ -221,3 +222,5 @@ func (rec *recorder) last(t *testing.T) recorded {
 	}
 	return rec.reqs[len(rec.reqs)-1]
 }
+
+func TestMain(m *testing.M) { testkit.Main(m) }

@@ -166,6 +166,9 @@ func TestBadConfigurationExitsWithOneLine(t *testing.T) {
 		{"worker/missing CRM_URL", "worker", nil, db + " ENRICHMENT_URL=http://127.0.0.1:1/e NOTIFY_URL=http://127.0.0.1:1/n", "CRM_URL"},
 		{"worker/malformed SIMULATE_DOWNSTREAM", "worker", nil, db + " " + urls + " SIMULATE_DOWNSTREAM=perhaps", "SIMULATE_DOWNSTREAM"},
 		{"worker/RESCUE_STUCK_AFTER below JOB_TIMEOUT", "worker", nil, db + " " + urls + " RESCUE_STUCK_AFTER=10s", "RESCUE_STUCK_AFTER"},
+		// A job rescued while its first run still writes would run twice.
+		{"worker/RESCUE_STUCK_AFTER equal to JOB_TIMEOUT", "worker", nil, db + " " + urls + " JOB_TIMEOUT=60s RESCUE_STUCK_AFTER=60s", "RESCUE_STUCK_AFTER"},
+		{"worker/RESCUE_STUCK_AFTER just past JOB_TIMEOUT", "worker", nil, db + " " + urls + " JOB_TIMEOUT=60s RESCUE_STUCK_AFTER=61s", "RESCUE_STUCK_AFTER"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -386,7 +386,7 @@ func TestComposeFile(t *testing.T) {
 }
 
 // The Dockerfile: multi-stage, static binaries of all three commands built
-// by golang:1.26, a non-root runtime image.
+// by the Makefile's Go toolchain, a non-root runtime image.
 func TestDockerfile(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
@@ -424,8 +424,18 @@ func TestDockerfile(t *testing.T) {
 		t.Fatalf("Dockerfile: %d stage(s), want a build stage and a runtime stage", len(stages))
 	}
 	build, runtime := stages[0], stages[len(stages)-1]
-	if !strings.HasPrefix(build[0], "FROM golang:1.26") {
-		t.Errorf("Dockerfile: build stage %q, want golang:1.26", build[0])
+	// The image's Go is the Makefile's toolchain: what is tested is what
+	// ships.
+	makefile, err := os.ReadFile(filepath.Join("..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^export GOTOOLCHAIN\s*\??=\s*go(\S+)`).FindSubmatch(makefile)
+	if m == nil {
+		t.Fatal("Makefile: no export GOTOOLCHAIN = goX.Y.Z")
+	}
+	if want := "FROM golang:" + string(m[1]) + "-"; !strings.HasPrefix(build[0], want) {
+		t.Errorf("Dockerfile: build stage %q, want %s... (the Makefile's GOTOOLCHAIN)", build[0], want)
 	}
 	buildText := strings.Join(build, "\n")
 	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "./cmd/api", "./cmd/worker", "./cmd/fakedownstream", "--mount=type=cache,target=/go/pkg/mod", "go mod download"} {

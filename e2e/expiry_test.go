@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestKeyExpiry(t *testing.T) {
 	firstLead := leadID(t, first.body)
 	// The key stays finished for about KEY_RETENTION: short, but a poll
 	// every 50 ms sees it.
-	s.waitState(key, time.Minute, intake.StateCompleted)
+	s.waitState(key, time.Minute, string(store.KeyCompleted))
 	if rec, ok := s.fake.CRM(ref); !ok || rec.Records != 1 || rec.Writes != 1 {
 		t.Fatalf("CRM after the first lead: %+v", rec)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"strings"
 	"sync"
@@ -33,7 +34,7 @@ func TestHappyPathReplaysFinalResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	op := s.waitState(key, time.Minute, intake.StateCompleted)
+	op := s.waitState(key, time.Minute, string(store.KeyCompleted))
 	if op.Response == nil || op.Response.Status != http.StatusCreated {
 		t.Fatalf("operation: %+v", op)
 	}
@@ -80,7 +81,7 @@ func TestHappyPathReplaysFinalResponse(t *testing.T) {
 func TestWorkerKilledDuringCRMCall(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, &stackOpts{workerEnv: []string{
-		"CRM_MODE=create", "JOB_TIMEOUT=3s", "RESCUE_STUCK_AFTER=3s", "DOWNSTREAM_TIMEOUT=30s",
+		"CRM_MODE=create", "JOB_TIMEOUT=3s", "RESCUE_STUCK_AFTER=13s", "DOWNSTREAM_TIMEOUT=30s",
 	}})
 	s.fake.Script(fake.CRMCreate, fake.Fault{HangAfterApply: true})
 	s.startAPI()
@@ -94,7 +95,7 @@ func TestWorkerKilledDuringCRMCall(t *testing.T) {
 	first.Kill()
 
 	s.startWorker()
-	s.waitState(key, 2*time.Minute, intake.StateCompleted)
+	s.waitState(key, 2*time.Minute, string(store.KeyCompleted))
 
 	ref := intake.ExternalRef("e2e", key)
 	rec, _ := s.fake.CRM(ref)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leadintake/leadintake/internal/system"
+	"github.com/leadintake/leadintake/internal/testkit"
 )
 
 // bins are the binaries under test, built once for the package (with the
@@ -18,22 +19,19 @@ import (
 var bins *system.Binaries
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "leadintake-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
+		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	bins, err = system.Build(ctx, dir, &system.BuildOpts{Race: raceEnabled})
+	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
+		os.RemoveAll(dir)
+		os.Exit(1)
 	}
-	return m.Run()
+	testkit.AtExit(func() { os.RemoveAll(dir) })
+	testkit.Main(m)
 }

@@ -1,11 +1,10 @@
 package e2e
 
 import (
+	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/leadintake/leadintake/intake"
 )
 
 // Both /metrics answer in the Prometheus text format with leadintake's
@@ -23,7 +22,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("api: no leadintake_submissions_total{outcome=%q}", outcome)
 		}
 	}
-	for _, state := range []string{intake.StateProcessing, intake.StateCompleted, intake.StateFailed, intake.StateNeedsReconciliation} {
+	for _, state := range []string{string(store.KeyProcessing), string(store.KeyCompleted), string(store.KeyFailed), string(store.KeyNeedsReconciliation)} {
 		if _, ok := before.value("leadintake_keys", map[string]string{"state": state}); !ok {
 			t.Errorf("api: no leadintake_keys{state=%q}", state)
 		}
@@ -40,7 +39,7 @@ func TestMetrics(t *testing.T) {
 	if r := s.submit(key, leadBody(3)); r.status != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", r.status, r.body)
 	}
-	s.waitState(key, time.Minute, intake.StateCompleted)
+	s.waitState(key, time.Minute, string(store.KeyCompleted))
 	if r := s.submit(key, leadBody(3)); r.status != http.StatusCreated {
 		t.Fatalf("replay: %d %s", r.status, r.body)
 	}
@@ -65,7 +64,7 @@ func TestMetrics(t *testing.T) {
 	}
 	// The key gauges are read from the database, at most every 10 s.
 	eventually(t, time.Minute, "leadintake_keys{state=completed} reaches 1", func() bool {
-		v, _ := scrape(t, apiMetrics, basicAuth{}).value("leadintake_keys", map[string]string{"state": intake.StateCompleted})
+		v, _ := scrape(t, apiMetrics, basicAuth{}).value("leadintake_keys", map[string]string{"state": string(store.KeyCompleted)})
 		return v == 1
 	})
 

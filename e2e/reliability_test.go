@@ -18,6 +18,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	api "github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/store"
 	"io"
 	"net"
 	"net/http"
@@ -84,7 +86,7 @@ func relSend(ctx context.Context, s *stack, apiURL, key, body string) (*response
 // completed.
 func relStored(t *testing.T, s *stack, key string) (int, []byte) {
 	t.Helper()
-	op := s.waitState(key, relPatience, intake.StateCompleted)
+	op := s.waitState(key, relPatience, string(store.KeyCompleted))
 	if op.Response == nil {
 		t.Fatalf("key %s completed without a response", key)
 	}
@@ -199,7 +201,7 @@ func TestSimultaneousRequests(t *testing.T) {
 					t.Fatalf("both payloads were accepted under one key")
 				}
 				won = body
-			case r.status == http.StatusUnprocessableEntity && strings.Contains(string(r.body), intake.CodeKeyReused):
+			case r.status == http.StatusUnprocessableEntity && strings.Contains(string(r.body), string(api.CodeKeyReused)):
 			default:
 				t.Fatalf("answer %d %s", r.status, r.body)
 			}
@@ -336,8 +338,8 @@ func TestChangedPayload(t *testing.T) {
 	requireRefused := func(when string) {
 		t.Helper()
 		r := s.submit(key, changed)
-		if r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), `"code":"`+intake.CodeKeyReused+`"`) {
-			t.Fatalf("changed payload %s: %d %s, want 422 %s", when, r.status, r.body, intake.CodeKeyReused)
+		if r.status != http.StatusUnprocessableEntity || !strings.Contains(string(r.body), `"code":"`+string(api.CodeKeyReused)+`"`) {
+			t.Fatalf("changed payload %s: %d %s, want 422 %s", when, r.status, r.body, string(api.CodeKeyReused))
 		}
 		if r.header.Get("Idempotent-Replayed") != "" {
 			t.Fatalf("changed payload %s: Idempotent-Replayed %q on a refusal", when, r.header.Get("Idempotent-Replayed"))
@@ -388,7 +390,7 @@ func TestDatabaseRestartsUnderLoad(t *testing.T) {
 	// A cut can lose the answer to River's fetch after the database marked
 	// the jobs running: they wait for the rescuer, after RESCUE_STUCK_AFTER
 	// (5 minutes by default, longer than this test waits).
-	worker := s.startWorker("JOB_TIMEOUT=10s", "RESCUE_STUCK_AFTER=10s")
+	worker := s.startWorker("JOB_TIMEOUT=5s", "RESCUE_STUCK_AFTER=15s")
 
 	type outcome struct {
 		answered  bool // a 202, or a 201 when the lead was quicker than a retry
@@ -522,7 +524,7 @@ func TestDatabaseRestartsUnderLoad(t *testing.T) {
 // record and one notification.
 func TestDownstreamHangs(t *testing.T) {
 	t.Parallel()
-	env := []string{"DOWNSTREAM_TIMEOUT=1s", "JOB_TIMEOUT=10s", "RESCUE_STUCK_AFTER=10s"}
+	env := []string{"DOWNSTREAM_TIMEOUT=1s", "JOB_TIMEOUT=10s", "RESCUE_STUCK_AFTER=20s"}
 
 	t.Run("CRMUpsert", func(t *testing.T) {
 		t.Parallel()

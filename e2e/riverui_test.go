@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"os"
 	"strconv"
@@ -13,8 +14,6 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
-
-	"github.com/leadintake/leadintake/intake"
 )
 
 var operator = basicAuth{user: "operator", password: "e2e-admin-password-7Qx"}
@@ -107,7 +106,7 @@ func TestRiverUIInBrowser(t *testing.T) {
 	if r.status != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", r.status, r.body)
 	}
-	op := s.waitState(key, time.Minute, intake.StateCompleted)
+	op := s.waitState(key, time.Minute, string(store.KeyCompleted))
 	if op.LeadID == "" {
 		t.Fatalf("operation without lead_id: %+v", op)
 	}

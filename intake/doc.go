@@ -1,13 +1,10 @@
-// Package intake is the submission side of leadintake: the lead and its
-// validation, the Idempotency-Key rules, the request fingerprint, the key store
-// (claim, replay, status, finish) and the HTTP API that puts them together.
-//
-// A submission is claimed in one PostgreSQL transaction: the key row, the lead
-// row and the job that processes the lead commit together or not at all. The
-// unique index on (client_id, key) decides every race; nothing is looked up
-// first and inserted after.
+// Package intake is leadintake's public HTTP API: authentication of the
+// caller, the Idempotency-Key rules and the key's external reference, and
+// the handlers that put a request through them, decode its body (package
+// lead), claim its key (package store) and answer in the vocabulary of
+// package response. routes.go lists every route.
 //
 // The package knows nothing of the queue or of the downstream services: the
-// wiring hands the store an EnqueueFunc that inserts the processing job inside
-// the claim's transaction.
+// wiring hands it an EnqueueFunc that inserts the processing job inside the
+// claim's transaction.
 package intake

@@ -2,22 +2,25 @@ package intake_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/store"
 )
 
 // finish is a final response written into idempotency_keys by hand, as the
 // worker would. Its zero value is a completed key that expires in an hour.
 type finish struct {
-	State       string // default completed
-	Status      int    // default 201
-	Body        string // default a completed body with odd spacing
-	FailureCode string // required for failed
+	State       string        // default completed
+	Status      int           // default 201
+	Body        string        // default a completed body with odd spacing
+	FailureCode response.Code // required for failed
 	// ExpiresIn is the time left before the key expires; negative for a key
 	// whose retention has passed. Default an hour.
 	ExpiresIn time.Duration
@@ -28,15 +31,15 @@ type finish struct {
 // and a failure code exactly when it failed.
 func finishKey(t *testing.T, api *testAPI, key string, f finish) {
 	t.Helper()
-	f.State = cmpOrString(f.State, intake.StateCompleted)
-	f.Body = cmpOrString(f.Body, `{"status": "completed",  "x":1}`)
+	f.State = cmp.Or(f.State, string(store.KeyCompleted))
+	f.Body = cmp.Or(f.Body, `{"status": "completed",  "x":1}`)
 	if f.Status == 0 {
 		f.Status = http.StatusCreated
 	}
 	if f.ExpiresIn == 0 {
 		f.ExpiresIn = time.Hour
 	}
-	var failureCode *string
+	var failureCode *response.Code
 	if f.FailureCode != "" {
 		failureCode = &f.FailureCode
 	}
@@ -86,7 +89,7 @@ func TestFinishedKeys(t *testing.T) {
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
 		api := newTestAPI(t, nil)
-		key := newKey()
+		key := testkit.NewKey()
 		first := api.send(t, api.submission(key, validBody)).requireAccepted(t, key, false)
 		return &testBundle{api: api, key: key, leadID: first.LeadID}
 	}
@@ -95,7 +98,7 @@ func TestFinishedKeys(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)
 		op := getOperation(t, bundle.api, bundle.key)
-		if op.State != intake.StateProcessing || op.LeadID != bundle.leadID || op.ExpiresAt != nil || op.Response != nil {
+		if op.State != string(store.KeyProcessing) || op.LeadID != bundle.leadID || op.ExpiresAt != nil || op.Response != nil {
 			t.Fatalf("operation %+v, want processing lead %s without expires_at or response", op, bundle.leadID)
 		}
 		for _, ts := range []string{op.CreatedAt, op.UpdatedAt} {
@@ -123,10 +126,10 @@ func TestFinishedKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		body := bundle.api.send(t, bundle.api.submission(bundle.key, validBody)).requireAccepted(t, bundle.key, true)
-		if body.Status != intake.StateNeedsReconciliation || body.LeadID != bundle.leadID {
+		if body.Status != string(store.KeyNeedsReconciliation) || body.LeadID != bundle.leadID {
 			t.Fatalf("202 body %+v, want needs_reconciliation of lead %s", body, bundle.leadID)
 		}
-		if op := getOperation(t, bundle.api, bundle.key); op.State != intake.StateNeedsReconciliation || op.Response != nil || op.ExpiresAt != nil {
+		if op := getOperation(t, bundle.api, bundle.key); op.State != string(store.KeyNeedsReconciliation) || op.Response != nil || op.ExpiresAt != nil {
 			t.Fatalf("operation %+v", op)
 		}
 		requireRows(t, bundle.api.Pool, rowCounts{Leads: 1, Keys: 1, Jobs: 1})
@@ -161,7 +164,7 @@ func TestFinishedKeys(t *testing.T) {
 			"SELECT expires_at FROM idempotency_keys WHERE key = $1", bundle.key).Scan(&expiresAt); err != nil {
 			t.Fatal(err)
 		}
-		if op.State != intake.StateCompleted || op.LeadID != bundle.leadID || op.ExpiresAt == nil || op.Response == nil {
+		if op.State != string(store.KeyCompleted) || op.LeadID != bundle.leadID || op.ExpiresAt == nil || op.Response == nil {
 			t.Fatalf("operation %+v, want completed with expires_at and response", op)
 		}
 		if got, err := time.Parse(time.RFC3339Nano, *op.ExpiresAt); err != nil || !got.Equal(expiresAt) {
@@ -177,7 +180,7 @@ func TestFinishedKeys(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)
 		finishKey(t, bundle.api, bundle.key, finish{})
-		bundle.api.send(t, bundle.api.submission(bundle.key, otherBody)).requireError(t, http.StatusUnprocessableEntity, intake.CodeKeyReused)
+		bundle.api.send(t, bundle.api.submission(bundle.key, otherBody)).requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)
 		requireRows(t, bundle.api.Pool, rowCounts{Leads: 1, Keys: 1, Jobs: 1})
 	})
 
@@ -185,19 +188,19 @@ func TestFinishedKeys(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)
 		finishKey(t, bundle.api, bundle.key, finish{ExpiresIn: -time.Second})
-		bundle.api.send(t, bundle.api.operation(tokenA, bundle.key)).requireError(t, http.StatusNotFound, intake.CodeNotFound)
+		bundle.api.send(t, bundle.api.operation(tokenA, bundle.key)).requireError(t, http.StatusNotFound, response.CodeNotFound)
 
 		// Even a different payload takes the key over, as a new lead.
 		body := bundle.api.send(t, bundle.api.submission(bundle.key, otherBody)).requireAccepted(t, bundle.key, false)
 		if body.LeadID == bundle.leadID {
 			t.Fatalf("the expired key's lead %s was reused", body.LeadID)
 		}
-		if op := getOperation(t, bundle.api, bundle.key); op.State != intake.StateProcessing || op.LeadID != body.LeadID || op.Response != nil {
+		if op := getOperation(t, bundle.api, bundle.key); op.State != string(store.KeyProcessing) || op.LeadID != body.LeadID || op.Response != nil {
 			t.Fatalf("operation %+v, want the new lead processing", op)
 		}
 		requireRows(t, bundle.api.Pool, rowCounts{Leads: 2, Keys: 1, Jobs: 2})
 		// And the key now means the new payload.
-		bundle.api.send(t, bundle.api.submission(bundle.key, validBody)).requireError(t, http.StatusUnprocessableEntity, intake.CodeKeyReused)
+		bundle.api.send(t, bundle.api.submission(bundle.key, validBody)).requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)
 	})
 
 	t.Run("GivesExpiredKeyToSamePayloadAsNewLead", func(t *testing.T) {
@@ -215,17 +218,17 @@ func TestFinishedKeys(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)
 		finishKey(t, bundle.api, bundle.key, finish{
-			State: intake.StateFailed, FailureCode: intake.CodeDownstreamUnavailable, Status: http.StatusBadGateway,
+			State: string(store.KeyFailed), FailureCode: response.CodeDownstreamUnavailable, Status: http.StatusBadGateway,
 			Body: `{"status":"failed","lead_id":"` + bundle.leadID + `","error":{"code":"downstream_unavailable","message":"try later"}}`,
 		})
 		// A different payload is still refused: the key is not free.
-		bundle.api.send(t, bundle.api.submission(bundle.key, otherBody)).requireError(t, http.StatusUnprocessableEntity, intake.CodeKeyReused)
+		bundle.api.send(t, bundle.api.submission(bundle.key, otherBody)).requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)
 
 		body := bundle.api.send(t, bundle.api.submission(bundle.key, validBody)).requireAccepted(t, bundle.key, false)
-		if body.LeadID != bundle.leadID || body.Status != intake.StateProcessing {
+		if body.LeadID != bundle.leadID || body.Status != string(store.KeyProcessing) {
 			t.Fatalf("re-opened: %+v, want lead %s processing", body, bundle.leadID)
 		}
-		if op := getOperation(t, bundle.api, bundle.key); op.State != intake.StateProcessing || op.Response != nil || op.ExpiresAt != nil {
+		if op := getOperation(t, bundle.api, bundle.key); op.State != string(store.KeyProcessing) || op.Response != nil || op.ExpiresAt != nil {
 			t.Fatalf("operation %+v, want processing without response", op)
 		}
 		requireRows(t, bundle.api.Pool, rowCounts{Leads: 1, Keys: 1, Jobs: 2})
@@ -249,7 +252,7 @@ func TestFinishedKeys(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)
 		finishKey(t, bundle.api, bundle.key, finish{
-			State: intake.StateFailed, FailureCode: intake.CodeDownstreamUnavailable, Status: http.StatusBadGateway,
+			State: string(store.KeyFailed), FailureCode: response.CodeDownstreamUnavailable, Status: http.StatusBadGateway,
 			Body: `{"status":"failed","error":{"code":"downstream_unavailable","message":"try later"}}`,
 		})
 		if leadID := requireOneClaim(t, bundle.key, submitTogether(t, bundle.api, bundle.key, 20, validBody)); leadID != bundle.leadID {
@@ -263,16 +266,16 @@ func TestFinishedKeys(t *testing.T) {
 		bundle := setup(t)
 		stored := `{"status":"failed", "lead_id":"` + bundle.leadID + `","error":{"code":"crm_rejected","message":"no"}}`
 		finishKey(t, bundle.api, bundle.key, finish{
-			State: intake.StateFailed, FailureCode: intake.CodeCRMRejected, Status: http.StatusUnprocessableEntity, Body: stored,
+			State: string(store.KeyFailed), FailureCode: response.CodeCRMRejected, Status: http.StatusUnprocessableEntity, Body: stored,
 		})
 		res := bundle.api.send(t, bundle.api.submission(bundle.key, validBody))
 		if res.Status != http.StatusUnprocessableEntity || string(res.Body) != stored || res.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("replay: %d %q replayed=%q, want 422 %q replayed", res.Status, res.Body, res.Header.Get("Idempotent-Replayed"), stored)
 		}
-		if op := getOperation(t, bundle.api, bundle.key); op.State != intake.StateFailed || op.Response == nil || op.Response.Status != http.StatusUnprocessableEntity {
+		if op := getOperation(t, bundle.api, bundle.key); op.State != string(store.KeyFailed) || op.Response == nil || op.Response.Status != http.StatusUnprocessableEntity {
 			t.Fatalf("operation %+v, want failed with its 422", op)
 		}
-		bundle.api.send(t, bundle.api.submission(bundle.key, otherBody)).requireError(t, http.StatusUnprocessableEntity, intake.CodeKeyReused)
+		bundle.api.send(t, bundle.api.submission(bundle.key, otherBody)).requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)
 		requireRows(t, bundle.api.Pool, rowCounts{Leads: 1, Keys: 1, Jobs: 1})
 	})
 }

@@ -1,6 +1,7 @@
 package intake_test
 
 import (
+	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"testing"
 )
@@ -25,7 +26,7 @@ func FuzzSubmit(f *testing.F) {
 	}
 	api := newTestAPI(f, nil)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		key := newKey()
+		key := testkit.NewKey()
 		res := api.send(t, api.submission(key, string(body)))
 		switch {
 		case res.Status >= 500:

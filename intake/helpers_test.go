@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"io"
 	"log/slog"
 	"net/http"
@@ -27,6 +27,9 @@ import (
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/store"
 )
 
 // The two callers every test API knows: client "a" with tokenA and client
@@ -39,17 +42,12 @@ const (
 // validBody is a lead that breaks no rule.
 const validBody = `{"email":"ada@example.com","source":"website","name":"Ada Lovelace"}`
 
-// patience bounds every wait for something that must happen. It is far longer
-// than anything takes on a healthy machine; a test waits that long only when
-// it is failing.
-const patience = 60 * time.Second
-
 // testAPIOpts configure newTestAPI; zero fields take defaults.
 type testAPIOpts struct {
 	// Pool is the pool the API's store uses. Default: the test database's
 	// own pool.
 	Pool *pgxpool.Pool
-	// RequestTimeout defaults to patience, so that a slow machine never
+	// RequestTimeout defaults to testkit.Patience, so that a slow machine never
 	// turns a test's request into a 503.
 	RequestTimeout time.Duration
 	MaxBodyBytes   int64
@@ -66,7 +64,7 @@ type testAPI struct {
 	URL    string
 	client *http.Client
 	// Logs holds everything the API logged.
-	Logs *lockedBuffer
+	Logs *testkit.LockedBuffer
 }
 
 // newTestAPI starts the API for one test. Its log is shown if the test fails.
@@ -95,7 +93,7 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 		t.Fatal(err)
 	}
 
-	logs := &lockedBuffer{}
+	logs := &testkit.LockedBuffer{}
 	t.Cleanup(func() {
 		// Runs after the server's Close (cleanups run last first), which
 		// waits for every request: the log is complete.
@@ -108,11 +106,12 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 		metrics = intake.NewMetrics(opts.Registry)
 	}
 	handler := intake.NewHandler(&intake.HandlerOpts{
-		Store:          intake.NewStore(storePool, jobs.Enqueuer(riverClient)),
+		Store:          store.New(storePool),
+		Enqueue:        jobs.Enqueuer(riverClient),
 		Clients:        clients,
-		Decode:         intake.DecodeOpts{AllowedSources: []string{"website", "linkedin", "referral", "ads", "event"}},
+		Decode:         lead.DecodeOpts{AllowedSources: []string{"website", "linkedin", "referral", "ads", "event"}},
 		MaxBodyBytes:   opts.MaxBodyBytes,
-		RequestTimeout: cmp.Or(opts.RequestTimeout, patience),
+		RequestTimeout: cmp.Or(opts.RequestTimeout, testkit.Patience),
 		Logger:         slog.New(slog.NewTextHandler(logs, nil)),
 		Metrics:        metrics,
 	})
@@ -120,7 +119,7 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 	t.Cleanup(srv.Close)
 
 	client := srv.Client()
-	client.Timeout = patience
+	client.Timeout = testkit.Patience
 	return &testAPI{Pool: pool, URL: srv.URL, client: client, Logs: logs}
 }
 
@@ -128,9 +127,6 @@ func tokenHash(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
 }
-
-// newKey returns a fresh, valid idempotency key.
-func newKey() string { return "key-" + rand.Text()[:16] }
 
 // submission returns POST /v1/leads as client a sends it: with its token, the
 // key, and a JSON content type. Edits change it before it is sent.
@@ -189,17 +185,17 @@ func chunked(r *http.Request) {
 	r.GetBody = nil
 }
 
-// response is an answer of the API, its body read.
-type response struct {
+// reply is an answer of the API, its body read.
+type reply struct {
 	Status int
 	Header http.Header
 	Body   []byte
 }
 
 // send sends req and reads the answer. It fails the test if there is none
-// within patience, and checks what every answer must carry: an
+// within testkit.Patience, and checks what every answer must carry: an
 // X-Request-Id.
-func (a *testAPI) send(t testing.TB, req *http.Request) *response {
+func (a *testAPI) send(t testing.TB, req *http.Request) *reply {
 	t.Helper()
 	res, err := a.trySend(req)
 	if err != nil {
@@ -210,7 +206,7 @@ func (a *testAPI) send(t testing.TB, req *http.Request) *response {
 
 // trySend is send for goroutines other than the test's: it returns what send
 // would fail the test with.
-func (a *testAPI) trySend(req *http.Request) (*response, error) {
+func (a *testAPI) trySend(req *http.Request) (*reply, error) {
 	res, err := a.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, err)
@@ -223,7 +219,7 @@ func (a *testAPI) trySend(req *http.Request) (*response, error) {
 	if res.Header.Get("X-Request-Id") == "" {
 		return nil, fmt.Errorf("%s %s: %d without X-Request-Id", req.Method, req.URL.Path, res.StatusCode)
 	}
-	return &response{Status: res.StatusCode, Header: res.Header, Body: body}, nil
+	return &reply{Status: res.StatusCode, Header: res.Header, Body: body}, nil
 }
 
 // processing is the 202 body of a submission in progress.
@@ -236,7 +232,7 @@ type processing struct {
 
 // requireAccepted checks a 202 for key, with its headers, and returns its
 // body.
-func (r *response) requireAccepted(t *testing.T, key string, replayed bool) processing {
+func (r *reply) requireAccepted(t *testing.T, key string, replayed bool) processing {
 	t.Helper()
 	body, err := r.accepted(key, replayed)
 	if err != nil {
@@ -245,7 +241,7 @@ func (r *response) requireAccepted(t *testing.T, key string, replayed bool) proc
 	return body
 }
 
-func (r *response) accepted(key string, replayed bool) (processing, error) {
+func (r *reply) accepted(key string, replayed bool) (processing, error) {
 	var body processing
 	if r.Status != http.StatusAccepted {
 		return body, fmt.Errorf("status %d %s, want 202", r.Status, r.Body)
@@ -266,7 +262,7 @@ func (r *response) accepted(key string, replayed bool) (processing, error) {
 		}
 	}
 	if body.IdempotencyKey != key || body.StatusURL != statusURL || body.LeadID == "" ||
-		(body.Status != intake.StateProcessing && body.Status != intake.StateNeedsReconciliation) {
+		(body.Status != string(store.KeyProcessing) && body.Status != string(store.KeyNeedsReconciliation)) {
 		return body, fmt.Errorf("202 body %s does not describe key %q in progress", r.Body, key)
 	}
 	return body, nil
@@ -275,15 +271,15 @@ func (r *response) accepted(key string, replayed bool) (processing, error) {
 // apiError is the body of every error answer.
 type apiError struct {
 	Error struct {
-		Code    string          `json:"code"`
-		Message string          `json:"message"`
-		Details []intake.Detail `json:"details"`
+		Code    response.Code     `json:"code"`
+		Message string            `json:"message"`
+		Details []response.Detail `json:"details"`
 	} `json:"error"`
 }
 
 // requireError checks an error answer: its status, its code, and the shape of
 // its body. It returns the body.
-func (r *response) requireError(t *testing.T, status int, code string) apiError {
+func (r *reply) requireError(t *testing.T, status int, code response.Code) apiError {
 	t.Helper()
 	body, err := r.error(status, code)
 	if err != nil {
@@ -292,7 +288,7 @@ func (r *response) requireError(t *testing.T, status int, code string) apiError 
 	return body
 }
 
-func (r *response) error(status int, code string) (apiError, error) {
+func (r *reply) error(status int, code response.Code) (apiError, error) {
 	var body apiError
 	if r.Status != status {
 		return body, fmt.Errorf("status %d %s, want %d %s", r.Status, r.Body, status, code)
@@ -379,24 +375,6 @@ func together(n int, f func(i int)) {
 	}
 	close(start)
 	wg.Wait()
-}
-
-// lockedBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // operationBody is the body of GET /v1/operations/{key}.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"io"
 	"log/slog"
 	"net"
@@ -22,6 +23,8 @@ import (
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/store"
 )
 
 // hostileServer is the public API behind a real http.Server configured as
@@ -32,7 +35,7 @@ type hostileServer struct {
 	addr string
 	pool *pgxpool.Pool
 	srv  *http.Server
-	logs *lockedBuffer
+	logs *testkit.LockedBuffer
 }
 
 type hostileServerOpts struct {
@@ -51,10 +54,11 @@ func newHostileServer(t *testing.T, opts hostileServerOpts) *hostileServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &testkit.LockedBuffer{}
 	const requestTimeout = 30 * time.Second // never the cause of an answer here
 	handler := intake.NewHandler(&intake.HandlerOpts{
-		Store:          intake.NewStore(pool, jobs.Enqueuer(riverClient)),
+		Store:          store.New(pool),
+		Enqueue:        jobs.Enqueuer(riverClient),
 		Clients:        clients,
 		RequestTimeout: requestTimeout,
 		Logger:         slog.New(slog.NewTextHandler(logs, nil)),
@@ -75,7 +79,7 @@ func newHostileServer(t *testing.T, opts hostileServerOpts) *hostileServer {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Patience)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil {
 			t.Errorf("shutdown: %v", err)
@@ -94,7 +98,7 @@ func newHostileServer(t *testing.T, opts hostileServerOpts) *hostileServer {
 // dial opens a raw connection to the server; the test closes it.
 func (s *hostileServer) dial(t *testing.T) net.Conn {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", s.addr, patience)
+	conn, err := net.DialTimeout("tcp", s.addr, testkit.Patience)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +116,12 @@ type answer struct {
 }
 
 // readAnswer reads one response from conn in the background, within
-// patience. The channel yields exactly once.
+// testkit.Patience. The channel yields exactly once.
 func readAnswer(conn net.Conn) <-chan answer {
 	ch := make(chan answer, 1)
 	start := time.Now()
 	go func() {
-		_ = conn.SetReadDeadline(time.Now().Add(patience))
+		_ = conn.SetReadDeadline(time.Now().Add(testkit.Patience))
 		br := bufio.NewReader(conn)
 		res, err := http.ReadResponse(br, nil)
 		if err != nil {
@@ -149,7 +153,7 @@ func trickle(conn net.Conn, interval time.Duration, stop <-chan struct{}, parts 
 		if !ok {
 			return i
 		}
-		_ = conn.SetWriteDeadline(time.Now().Add(patience))
+		_ = conn.SetWriteDeadline(time.Now().Add(testkit.Patience))
 		if _, err := io.WriteString(conn, part); err != nil {
 			return i
 		}
@@ -274,7 +278,7 @@ func TestHostileClients(t *testing.T) {
 					a := <-answered
 					requireNoHang(t, a)
 					if a.res == nil {
-						t.Fatalf("no response to %d bytes of headers: %v", len(header), a.err)
+						t.Fatalf("no reply to %d bytes of headers: %v", len(header), a.err)
 					}
 					if a.res.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 						t.Fatalf("status %d %s, want 431", a.res.StatusCode, a.body)
@@ -322,7 +326,7 @@ func TestHostileClients(t *testing.T) {
 			if n >= 600 {
 				t.Fatalf("the server read headers trickled for a minute")
 			}
-			t.Logf("connection ended after %s and %d header lines (ReadHeaderTimeout %s): response %v, error %v",
+			t.Logf("connection ended after %s and %d header lines (ReadHeaderTimeout %s): reply %v, error %v",
 				a.waited.Round(time.Millisecond), n, readHeaderTimeout, status(a.res), a.err)
 			requireConnectionsReleased(t)
 		})
@@ -330,7 +334,7 @@ func TestHostileClients(t *testing.T) {
 		t.Run("BodyTrickledPastReadTimeoutIsRefused", func(t *testing.T) {
 			for name, chunked := range map[string]bool{"ContentLength": false, "Chunked": true} {
 				t.Run(name, func(t *testing.T) {
-					key := newKey()
+					key := testkit.NewKey()
 					head := submissionHead(key, len(validBody))
 					if chunked {
 						head = submissionHead(key, -1, "Transfer-Encoding: chunked")
@@ -368,7 +372,7 @@ func TestHostileClients(t *testing.T) {
 					if n > len(validBody) {
 						t.Fatalf("the whole body was read, trickled over %s", time.Duration(n)*250*time.Millisecond)
 					}
-					t.Logf("answered after %s and %d body bytes (ReadTimeout %s): response %v %s, error %v",
+					t.Logf("answered after %s and %d body bytes (ReadTimeout %s): reply %v %s, error %v",
 						a.waited.Round(time.Millisecond), n-1, readTimeout, status(a.res), a.body, a.err)
 					if keyStored(t, s.pool, "a", key) {
 						t.Fatal("a request whose body never arrived claimed its key")
@@ -387,10 +391,10 @@ func TestHostileClients(t *testing.T) {
 					strings.Repeat(`{"a":`, depth) + `"x"` + strings.Repeat("}", depth) + `}`,
 				"UnclosedToTheLimit": `{"utm":` + strings.Repeat("[", intake.DefaultMaxBodyBytes-len(`{"utm":`)),
 			}
-			client := &http.Client{Timeout: patience}
+			client := &http.Client{Timeout: testkit.Patience}
 			for name, body := range bodies {
 				t.Run(name, func(t *testing.T) {
-					key := newKey()
+					key := testkit.NewKey()
 					req, err := http.NewRequest(http.MethodPost, "http://"+s.addr+"/v1/leads", strings.NewReader(body))
 					if err != nil {
 						t.Fatal(err)
@@ -409,8 +413,8 @@ func TestHostileClients(t *testing.T) {
 						t.Fatal(err)
 					}
 					took := time.Since(start)
-					r := &response{Status: res.StatusCode, Header: res.Header, Body: got}
-					r.requireError(t, http.StatusBadRequest, intake.CodeInvalidJSON)
+					r := &reply{Status: res.StatusCode, Header: res.Header, Body: got}
+					r.requireError(t, http.StatusBadRequest, response.CodeInvalidJSON)
 					// "Quickly": far below any time-out, with room for a slow
 					// machine under the race detector.
 					if took > 10*time.Second {
@@ -457,12 +461,12 @@ func TestTenantIsolation(t *testing.T) {
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
 		api := newTestAPI(t, nil)
-		key := newKey()
+		key := testkit.NewKey()
 		first := api.send(t, api.submission(key, validBody)).requireAccepted(t, key, false)
 		return &testBundle{api: api, key: key, leadID: first.LeadID}
 	}
 	// requireOwnClaim checks that b's submission was a claim of its own.
-	requireOwnClaim := func(t *testing.T, bundle *testBundle, res *response) {
+	requireOwnClaim := func(t *testing.T, bundle *testBundle, res *reply) {
 		t.Helper()
 		b := res.requireAccepted(t, bundle.key, false)
 		if b.LeadID == bundle.leadID {
@@ -505,11 +509,11 @@ func TestTenantIsolation(t *testing.T) {
 		bundle := setup(t)
 		stored := `{"status":"failed","lead_id":"` + bundle.leadID + `","error":{"code":"downstream_unavailable","message":"try later"}}`
 		finishKey(t, bundle.api, bundle.key, finish{
-			State: intake.StateFailed, FailureCode: intake.CodeDownstreamUnavailable, Status: http.StatusBadGateway, Body: stored,
+			State: string(store.KeyFailed), FailureCode: response.CodeDownstreamUnavailable, Status: http.StatusBadGateway, Body: stored,
 		})
 		requireOwnClaim(t, bundle, bundle.api.send(t, bundle.api.submission(bundle.key, validBody, asB)))
 		op := getOperation(t, bundle.api, bundle.key)
-		if op.State != intake.StateFailed || op.LeadID != bundle.leadID || op.Response == nil || op.Response.Status != http.StatusBadGateway {
+		if op.State != string(store.KeyFailed) || op.LeadID != bundle.leadID || op.Response == nil || op.Response.Status != http.StatusBadGateway {
 			t.Fatalf("client a's key after client b's submission: %+v, want it failed as before", op)
 		}
 		// Client a's job count did not move: one job each.
@@ -519,14 +523,14 @@ func TestTenantIsolation(t *testing.T) {
 	t.Run("StatusOfAnotherClientsKeyIsNotFound", func(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)
-		unknown := bundle.api.send(t, bundle.api.operation(tokenB, newKey()))
-		unknown.requireError(t, http.StatusNotFound, intake.CodeNotFound)
+		unknown := bundle.api.send(t, bundle.api.operation(tokenB, testkit.NewKey()))
+		unknown.requireError(t, http.StatusNotFound, response.CodeNotFound)
 		for _, f := range []*finish{nil, {}} {
 			if f != nil {
 				finishKey(t, bundle.api, bundle.key, *f)
 			}
 			res := bundle.api.send(t, bundle.api.operation(tokenB, bundle.key))
-			res.requireError(t, http.StatusNotFound, intake.CodeNotFound)
+			res.requireError(t, http.StatusNotFound, response.CodeNotFound)
 			// The same answer as for a key nobody has.
 			if !bytes.Equal(res.Body, unknown.Body) {
 				t.Fatalf("another client's key: %s; an unknown key: %s", res.Body, unknown.Body)
@@ -539,7 +543,7 @@ func TestTenantIsolation(t *testing.T) {
 		bundle := setup(t)
 		req := bundle.api.operation(tokenB, bundle.key)
 		req.Header.Set("X-Client-Id", "a")
-		bundle.api.send(t, req).requireError(t, http.StatusForbidden, intake.CodeClientMismatch)
+		bundle.api.send(t, req).requireError(t, http.StatusForbidden, response.CodeClientMismatch)
 	})
 }
 

@@ -1,7 +1,6 @@
 package intake
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/store"
 )
 
 // Defaults of HandlerOpts.
@@ -41,9 +44,11 @@ const (
 
 // HandlerOpts configure NewHandler.
 type HandlerOpts struct {
-	Store   *Store
+	Store *store.Store
+	// Enqueue inserts a claimed lead's job in the claim's transaction.
+	Enqueue store.EnqueueFunc
 	Clients Clients
-	Decode  DecodeOpts
+	Decode  lead.DecodeOpts
 	// MaxBodyBytes bounds a body; larger ones get 413. Default
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -171,15 +176,15 @@ func authenticate(clients Clients) echo.MiddlewareFunc {
 			scheme, token, _ := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
 			token = strings.TrimSpace(token)
 			if !strings.EqualFold(scheme, "Bearer") || token == "" {
-				return Errorf(CodeUnauthorized, "send Authorization: Bearer <token>")
+				return response.Errorf(response.CodeUnauthorized, "send Authorization: Bearer <token>")
 			}
 			clientID, ok := clients.Authenticate(token)
 			if !ok {
-				return Errorf(CodeUnauthorized, "the bearer token is not valid")
+				return response.Errorf(response.CodeUnauthorized, "the bearer token is not valid")
 			}
 			c.Set(ctxClientID, clientID)
 			if ids := c.Request().Header.Values("X-Client-Id"); len(ids) > 0 && (len(ids) > 1 || ids[0] != clientID) {
-				return Errorf(CodeClientMismatch, "X-Client-Id does not match the authenticated client")
+				return response.Errorf(response.CodeClientMismatch, "X-Client-Id does not match the authenticated client")
 			}
 			return next(c)
 		}
@@ -194,7 +199,7 @@ type processingBody struct {
 	StatusURL      string `json:"status_url"`
 }
 
-func handleLeadCreate(store *Store, decode *DecodeOpts, maxBody int64, timeout time.Duration) echo.HandlerFunc {
+func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, decode *lead.DecodeOpts, maxBody int64, timeout time.Duration) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		clientID := c.Get(ctxClientID).(string)
@@ -204,13 +209,13 @@ func handleLeadCreate(store *Store, decode *DecodeOpts, maxBody int64, timeout t
 		}
 		c.Set(ctxRef, ExternalRef(clientID, key))
 		if mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mt != echo.MIMEApplicationJSON {
-			return Errorf(CodeUnsupportedMediaType, "send Content-Type: application/json")
+			return response.Errorf(response.CodeUnsupportedMediaType, "send Content-Type: application/json")
 		}
 		body, err := readBody(c, maxBody)
 		if err != nil {
 			return err
 		}
-		sub, err := DecodeSubmission(body, decode)
+		payload, err := lead.Decode(body, decode)
 		if err != nil {
 			return err
 		}
@@ -219,8 +224,8 @@ func handleLeadCreate(store *Store, decode *DecodeOpts, maxBody int64, timeout t
 		// claim helps nobody, and the caller's retry will find the result.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), timeout)
 		defer cancel()
-		res, err := store.Claim(ctx, &ClaimParams{
-			ClientID: clientID, Key: key, ExternalRef: c.Get(ctxRef).(string), Submission: sub,
+		res, err := st.Claim(ctx, &store.ClaimParams{
+			ClientID: clientID, Key: key, ExternalRef: c.Get(ctxRef).(string), Payload: payload, Enqueue: enqueue,
 		})
 		if err != nil {
 			return storeError(err)
@@ -230,9 +235,9 @@ func handleLeadCreate(store *Store, decode *DecodeOpts, maxBody int64, timeout t
 		h := c.Response().Header()
 		h.Set("Idempotency-Key", key)
 		switch res.Outcome {
-		case OutcomeClaimed, OutcomeReopened, OutcomeInProgress:
+		case store.OutcomeClaimed, store.OutcomeReopened, store.OutcomeInProgress:
 			replayed := "false"
-			if res.Outcome == OutcomeInProgress {
+			if res.Outcome == store.OutcomeInProgress {
 				replayed = "true"
 			}
 			h.Set("Idempotent-Replayed", replayed)
@@ -240,14 +245,14 @@ func handleLeadCreate(store *Store, decode *DecodeOpts, maxBody int64, timeout t
 			h.Set(echo.HeaderLocation, statusURL)
 			h.Set(echo.HeaderRetryAfter, "1")
 			return writeJSON(c, http.StatusAccepted, processingBody{
-				Status: res.State, IdempotencyKey: key, LeadID: res.LeadID.String(), StatusURL: statusURL,
+				Status: string(res.State), IdempotencyKey: key, LeadID: res.LeadID.String(), StatusURL: statusURL,
 			})
-		case OutcomeFinished:
+		case store.OutcomeReplayed:
 			h.Set("Idempotent-Replayed", "true")
-			return c.Blob(res.ResponseStatus, echo.MIMEApplicationJSON, res.ResponseBody)
+			return c.Blob(res.Response.Status, echo.MIMEApplicationJSON, res.Response.Body)
 		default: // OutcomeMismatch
 			h.Del("Idempotency-Key")
-			return Errorf(CodeKeyReused, "this Idempotency-Key was used with a different request body; use a new key for a new enquiry")
+			return response.Errorf(response.CodeKeyReused, "this Idempotency-Key was used with a different request body; use a new key for a new enquiry")
 		}
 	}
 }
@@ -256,7 +261,7 @@ func handleLeadCreate(store *Store, decode *DecodeOpts, maxBody int64, timeout t
 // sent chunked.
 func readBody(c echo.Context, maxBody int64) ([]byte, error) {
 	req := c.Request()
-	tooLarge := Errorf(CodeBodyTooLarge, "the body is larger than %d bytes", maxBody)
+	tooLarge := response.Errorf(response.CodeBodyTooLarge, "the body is larger than %d bytes", maxBody)
 	if req.ContentLength > maxBody {
 		return nil, tooLarge
 	}
@@ -268,9 +273,9 @@ func readBody(c echo.Context, maxBody int64) ([]byte, error) {
 	case errors.As(err, &maxErr):
 		return nil, tooLarge
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return nil, &Error{Code: CodeRequestTimeout, Message: "the body did not arrive in time", Err: err}
+		return nil, &response.Error{Code: response.CodeRequestTimeout, Message: "the body did not arrive in time", Err: err}
 	default:
-		return nil, &Error{Code: CodeBadRequest, Message: "the body could not be read", Err: err}
+		return nil, &response.Error{Code: response.CodeBadRequest, Message: "the body could not be read", Err: err}
 	}
 }
 
@@ -290,19 +295,19 @@ type operationResponse struct {
 	Body   json.RawMessage `json:"body"`
 }
 
-func handleOperationGet(store *Store, timeout time.Duration) echo.HandlerFunc {
+func handleOperationGet(st *store.Store, timeout time.Duration) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		clientID := c.Get(ctxClientID).(string)
 		key, ok := pathParam(c, "key")
-		notFound := Errorf(CodeNotFound, "no operation with this key")
+		notFound := response.Errorf(response.CodeNotFound, "no operation with this key")
 		if !ok || !ValidKey(key) {
 			return notFound
 		}
 		c.Set(ctxRef, ExternalRef(clientID, key))
 		ctx, cancel := context.WithTimeout(c.Request().Context(), timeout)
 		defer cancel()
-		op, err := store.Operation(ctx, clientID, key)
-		if errors.Is(err, ErrNotFound) {
+		op, err := st.Operation(ctx, clientID, key)
+		if errors.Is(err, store.ErrNotFound) {
 			return notFound
 		}
 		if err != nil {
@@ -310,15 +315,15 @@ func handleOperationGet(store *Store, timeout time.Duration) echo.HandlerFunc {
 		}
 		body := operationBody{
 			IdempotencyKey: key,
-			State:          op.State,
+			State:          string(op.State),
 			LeadID:         op.LeadID.String(),
 			CreatedAt:      op.CreatedAt.UTC(),
 			UpdatedAt:      op.UpdatedAt.UTC(),
 		}
-		if op.ResponseStatus != nil {
+		if op.Response != nil {
 			expires := op.ExpiresAt.UTC()
 			body.ExpiresAt = &expires
-			body.Response = &operationResponse{Status: int(*op.ResponseStatus), Body: op.ResponseBody}
+			body.Response = &operationResponse{Status: op.Response.Status, Body: op.Response.Body}
 		}
 		return writeJSON(c, http.StatusOK, body)
 	}
@@ -330,13 +335,13 @@ func handleHealthz() echo.HandlerFunc {
 	}
 }
 
-func handleReadyz(store *Store) echo.HandlerFunc {
+func handleReadyz(st *store.Store) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 		defer cancel()
-		if err := store.Ready(ctx); err != nil {
+		if err := st.Ready(ctx); err != nil {
 			// Whatever the cause, the process cannot serve submissions.
-			return &Error{Code: CodeStoreUnavailable, Message: "the store is not ready", Err: err}
+			return &response.Error{Code: response.CodeStoreUnavailable, Message: "the store is not ready", Err: err}
 		}
 		return writeJSON(c, http.StatusOK, map[string]string{"status": "ready"})
 	}
@@ -344,45 +349,28 @@ func handleReadyz(store *Store) echo.HandlerFunc {
 
 // storeError turns an error of the store into the API's error.
 func storeError(err error) error {
-	if IsUnavailable(err) {
-		return &Error{Code: CodeStoreUnavailable, Message: "the store is unavailable; retry with the same Idempotency-Key", Err: err}
+	if store.IsUnavailable(err) {
+		return &response.Error{Code: response.CodeStoreUnavailable, Message: "the store is unavailable; retry with the same Idempotency-Key", Err: err}
 	}
-	return &Error{Code: CodeInternal, Message: "internal error", Err: err}
+	return &response.Error{Code: response.CodeInternal, Message: "internal error", Err: err}
 }
 
-// writeJSON writes v as compact JSON, without escaping <, > and & (the
-// bodies are for programs, not for embedding in HTML).
+// writeJSON writes v as compact JSON (response.Marshal).
 func writeJSON(c echo.Context, status int, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	return c.Blob(status, echo.MIMEApplicationJSON, bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-}
-
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string   `json:"code"`
-	Message string   `json:"message"`
-	Details []Detail `json:"details,omitempty"`
+	return c.Blob(status, echo.MIMEApplicationJSON, response.Marshal(v))
 }
 
 // echoCodes names the errors Echo itself raises.
-var echoCodes = map[int]string{
-	http.StatusNotFound:                    CodeNotFound,
-	http.StatusMethodNotAllowed:            CodeMethodNotAllowed,
-	http.StatusRequestEntityTooLarge:       CodeBodyTooLarge,
-	http.StatusUnauthorized:                CodeUnauthorized,
-	http.StatusUnsupportedMediaType:        CodeUnsupportedMediaType,
-	http.StatusBadRequest:                  CodeBadRequest,
-	http.StatusRequestTimeout:              CodeRequestTimeout,
-	http.StatusServiceUnavailable:          CodeStoreUnavailable,
-	http.StatusRequestHeaderFieldsTooLarge: CodeHeadersTooLarge,
+var echoCodes = map[int]response.Code{
+	http.StatusNotFound:                    response.CodeNotFound,
+	http.StatusMethodNotAllowed:            response.CodeMethodNotAllowed,
+	http.StatusRequestEntityTooLarge:       response.CodeBodyTooLarge,
+	http.StatusUnauthorized:                response.CodeUnauthorized,
+	http.StatusUnsupportedMediaType:        response.CodeUnsupportedMediaType,
+	http.StatusBadRequest:                  response.CodeBadRequest,
+	http.StatusRequestTimeout:              response.CodeRequestTimeout,
+	http.StatusServiceUnavailable:          response.CodeStoreUnavailable,
+	http.StatusRequestHeaderFieldsTooLarge: response.CodeHeadersTooLarge,
 }
 
 // errorHandler is the one place where errors become responses, Echo's own
@@ -394,7 +382,7 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 			return
 		}
 		var (
-			apiErr  *Error
+			apiErr  *response.Error
 			echoErr *echo.HTTPError
 		)
 		switch {
@@ -402,26 +390,26 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		case errors.As(err, &echoErr):
 			code, ok := echoCodes[echoErr.Code]
 			if !ok {
-				code = CodeInternal
+				code = response.CodeInternal
 			}
 			msg := http.StatusText(echoErr.Code)
-			if code == CodeInternal {
+			if code == response.CodeInternal {
 				msg = "internal error"
 			}
-			apiErr = &Error{Code: code, Message: strings.ToLower(msg), Err: err}
+			apiErr = &response.Error{Code: code, Message: strings.ToLower(msg), Err: err}
 		default:
-			apiErr = &Error{Code: CodeInternal, Message: "internal error", Err: err}
+			apiErr = &response.Error{Code: response.CodeInternal, Message: "internal error", Err: err}
 		}
 
-		status := StatusOf(apiErr.Code)
+		status := apiErr.Code.Status()
 		h := c.Response().Header()
 		switch apiErr.Code {
-		case CodeUnauthorized:
+		case response.CodeUnauthorized:
 			h.Set(echo.HeaderWWWAuthenticate, `Bearer realm="leadintake"`)
-		case CodeStoreUnavailable:
+		case response.CodeStoreUnavailable:
 			h.Set(echo.HeaderRetryAfter, storeRetryAfter)
 			c.Set(ctxOutcome, outcomeUnavailable)
-		case CodeInternal:
+		case response.CodeInternal:
 			logger.ErrorContext(c.Request().Context(), "internal error",
 				slog.String("request_id", c.Response().Header().Get(echo.HeaderXRequestID)),
 				slog.String("error", err.Error()))
@@ -433,7 +421,7 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 			_ = c.NoContent(status)
 			return
 		}
-		_ = writeJSON(c, status, errorBody{Error: errorDetail{Code: apiErr.Code, Message: apiErr.Message, Details: apiErr.Details}})
+		_ = writeJSON(c, status, response.ErrorBody{Error: response.ErrorDetail{Code: apiErr.Code, Message: apiErr.Message, Details: apiErr.Details}})
 	}
 }
 

@@ -2,13 +2,14 @@ package intake_test
 
 import (
 	"encoding/json"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/response"
 )
 
 func TestHTTP(t *testing.T) {
@@ -28,14 +29,14 @@ func TestHTTP(t *testing.T) {
 		for _, tt := range []struct {
 			method, path string
 			status       int
-			code         string
+			code         response.Code
 		}{
-			{http.MethodGet, "/nowhere", http.StatusNotFound, intake.CodeNotFound},
-			{http.MethodPost, "/v1/lead", http.StatusNotFound, intake.CodeNotFound},
-			{http.MethodGet, "/v1/leads", http.StatusMethodNotAllowed, intake.CodeMethodNotAllowed},
-			{http.MethodPut, "/v1/leads", http.StatusMethodNotAllowed, intake.CodeMethodNotAllowed},
-			{http.MethodDelete, "/v1/operations/abc-key-123", http.StatusMethodNotAllowed, intake.CodeMethodNotAllowed},
-			{http.MethodPost, "/healthz", http.StatusMethodNotAllowed, intake.CodeMethodNotAllowed},
+			{http.MethodGet, "/nowhere", http.StatusNotFound, response.CodeNotFound},
+			{http.MethodPost, "/v1/lead", http.StatusNotFound, response.CodeNotFound},
+			{http.MethodGet, "/v1/leads", http.StatusMethodNotAllowed, response.CodeMethodNotAllowed},
+			{http.MethodPut, "/v1/leads", http.StatusMethodNotAllowed, response.CodeMethodNotAllowed},
+			{http.MethodDelete, "/v1/operations/abc-key-123", http.StatusMethodNotAllowed, response.CodeMethodNotAllowed},
+			{http.MethodPost, "/healthz", http.StatusMethodNotAllowed, response.CodeMethodNotAllowed},
 		} {
 			res := bundle.api.send(t, newRequest(t, bundle.api, tt.method, tt.path))
 			if _, err := res.error(tt.status, tt.code); err != nil {
@@ -49,13 +50,13 @@ func TestHTTP(t *testing.T) {
 		bundle := setup(t)
 		const id = "caller-chosen-id-42"
 		for _, req := range []*http.Request{
-			bundle.api.submission(newKey(), validBody),                                    // 202
-			bundle.api.submission(newKey(), validBody, withoutHeader("Authorization")),    // 401
-			bundle.api.submission(newKey(), "[]"),                                         // 400
-			bundle.api.operation(tokenA, "no-such-key"),                                   // 404
-			newRequest(t, bundle.api, http.MethodGet, "/nowhere"),                         // Echo's 404
-			newRequest(t, bundle.api, http.MethodGet, "/healthz"),                         // 200
-			bundle.api.submission(newKey(), validBody, withHeader("Content-Type", "x/y")), // 415
+			bundle.api.submission(testkit.NewKey(), validBody),                                    // 202
+			bundle.api.submission(testkit.NewKey(), validBody, withoutHeader("Authorization")),    // 401
+			bundle.api.submission(testkit.NewKey(), "[]"),                                         // 400
+			bundle.api.operation(tokenA, "no-such-key"),                                           // 404
+			newRequest(t, bundle.api, http.MethodGet, "/nowhere"),                                 // Echo's 404
+			newRequest(t, bundle.api, http.MethodGet, "/healthz"),                                 // 200
+			bundle.api.submission(testkit.NewKey(), validBody, withHeader("Content-Type", "x/y")), // 415
 		} {
 			req.Header.Set("X-Request-Id", id)
 			res := bundle.api.send(t, req)
@@ -109,10 +110,10 @@ func TestHTTP(t *testing.T) {
 		bundle := setup(t)
 		req := bundle.api.operation(tokenA, "abc-key-123")
 		req.Header.Del("Authorization")
-		bundle.api.send(t, req).requireError(t, http.StatusUnauthorized, intake.CodeUnauthorized)
-		bundle.api.send(t, bundle.api.operation("wrong", "abc-key-123")).requireError(t, http.StatusUnauthorized, intake.CodeUnauthorized)
-		bundle.api.send(t, bundle.api.operation(tokenA, "abc-key-123")).requireError(t, http.StatusNotFound, intake.CodeNotFound)
-		bundle.api.send(t, bundle.api.operation(tokenA, "short")).requireError(t, http.StatusNotFound, intake.CodeNotFound)
+		bundle.api.send(t, req).requireError(t, http.StatusUnauthorized, response.CodeUnauthorized)
+		bundle.api.send(t, bundle.api.operation("wrong", "abc-key-123")).requireError(t, http.StatusUnauthorized, response.CodeUnauthorized)
+		bundle.api.send(t, bundle.api.operation(tokenA, "abc-key-123")).requireError(t, http.StatusNotFound, response.CodeNotFound)
+		bundle.api.send(t, bundle.api.operation(tokenA, "short")).requireError(t, http.StatusNotFound, response.CodeNotFound)
 	})
 
 	t.Run("ReportsHealthAndReadiness", func(t *testing.T) {
@@ -138,7 +139,7 @@ func TestHTTPBoundsCallerChosenValues(t *testing.T) {
 	for _, method := range []string{"ZZZ1", "ZZZ2", "PROPFIND", huge} {
 		for _, path := range []string{"/v1/leads", "/healthz", "/nowhere"} {
 			res := api.send(t, newRequest(t, api, method, path))
-			if _, err := res.error(http.StatusMethodNotAllowed, intake.CodeMethodNotAllowed); err != nil {
+			if _, err := res.error(http.StatusMethodNotAllowed, response.CodeMethodNotAllowed); err != nil {
 				t.Errorf("%.10s %s: %v", method, path, err)
 			}
 		}
@@ -192,6 +193,6 @@ func TestHTTPDecodesPathParameters(t *testing.T) {
 	}
 	// Encoded characters a key may not hold are still refused.
 	for _, path := range []string{"demo%20key%200001", "demo-key%2F0001", "demo-key%250001"} {
-		api.send(t, api.operation(tokenA, path)).requireError(t, http.StatusNotFound, intake.CodeNotFound)
+		api.send(t, api.operation(tokenA, path)).requireError(t, http.StatusNotFound, response.CodeNotFound)
 	}
 }

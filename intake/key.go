@@ -1,6 +1,10 @@
 package intake
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/leadintake/leadintake/response"
+)
 
 // Key length bounds, in characters.
 const (
@@ -17,14 +21,14 @@ const (
 // and may not look like a telephone number (only digits and separators, with
 // 7 or more digits).
 //
-// It returns an *Error with CodeKeyMissing when there is no key and
-// CodeKeyInvalid when the key breaks a rule.
+// It returns an *response.Error with response.CodeKeyMissing when there is no key and
+// response.CodeKeyInvalid when the key breaks a rule.
 func ParseKey(values []string) (string, error) {
 	if len(values) == 0 || (len(values) == 1 && values[0] == "") {
-		return "", Errorf(CodeKeyMissing, "the Idempotency-Key header is required")
+		return "", response.Errorf(response.CodeKeyMissing, "the Idempotency-Key header is required")
 	}
 	if len(values) > 1 {
-		return "", Errorf(CodeKeyInvalid, "send exactly one Idempotency-Key header")
+		return "", response.Errorf(response.CodeKeyInvalid, "send exactly one Idempotency-Key header")
 	}
 	// Only space and tab are the header's optional white space (RFC 9110):
 	// strings.TrimSpace would also strip Unicode spaces such as U+00A0,
@@ -32,7 +36,7 @@ func ParseKey(values []string) (string, error) {
 	key := strings.Trim(values[0], " \t")
 	if strings.HasPrefix(key, `"`) {
 		if len(key) < 2 || !strings.HasSuffix(key, `"`) {
-			return "", Errorf(CodeKeyInvalid, "the Idempotency-Key is an unterminated quoted string")
+			return "", response.Errorf(response.CodeKeyInvalid, "the Idempotency-Key is an unterminated quoted string")
 		}
 		key = key[1 : len(key)-1]
 	}
@@ -43,9 +47,9 @@ func ParseKey(values []string) (string, error) {
 }
 
 // checkKey applies the key rules to a bare key.
-func checkKey(key string) *Error {
+func checkKey(key string) *response.Error {
 	if len(key) < KeyMinLen || len(key) > KeyMaxLen {
-		return Errorf(CodeKeyInvalid, "the Idempotency-Key must be %d to %d characters long", KeyMinLen, KeyMaxLen)
+		return response.Errorf(response.CodeKeyInvalid, "the Idempotency-Key must be %d to %d characters long", KeyMinLen, KeyMaxLen)
 	}
 	digits, onlyDigitsAndSeparators := 0, true
 	for i := 0; i < len(key); i++ {
@@ -57,11 +61,11 @@ func checkKey(key string) *Error {
 		case c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z':
 			onlyDigitsAndSeparators = false
 		default:
-			return Errorf(CodeKeyInvalid, "the Idempotency-Key may contain only A-Z a-z 0-9 . _ ~ : -")
+			return response.Errorf(response.CodeKeyInvalid, "the Idempotency-Key may contain only A-Z a-z 0-9 . _ ~ : -")
 		}
 	}
 	if onlyDigitsAndSeparators && digits >= phoneLikeDigits {
-		return Errorf(CodeKeyInvalid, "the Idempotency-Key looks like a telephone number; use an opaque random value")
+		return response.Errorf(response.CodeKeyInvalid, "the Idempotency-Key looks like a telephone number; use an opaque random value")
 	}
 	return nil
 }

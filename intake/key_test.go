@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/response"
 )
 
 func TestParseKey(t *testing.T) {
@@ -15,7 +16,7 @@ func TestParseKey(t *testing.T) {
 		name   string
 		values []string
 		key    string // the key accepted, if code is empty
-		code   string
+		code   response.Code
 	}{
 		{name: "AcceptsBareKey", values: []string{"abc-key-123"}, key: "abc-key-123"},
 		{name: "AcceptsQuotedKey", values: []string{`"abc-key-123"`}, key: "abc-key-123"},
@@ -28,30 +29,30 @@ func TestParseKey(t *testing.T) {
 		{name: "TrimsOptionalWhiteSpace", values: []string{" \tabc-key-123\t "}, key: "abc-key-123"},
 		{name: "TrimsWhiteSpaceAroundQuotes", values: []string{` "abc-key-123" `}, key: "abc-key-123"},
 
-		{name: "RefusesNoHeader", values: nil, code: intake.CodeKeyMissing},
-		{name: "RefusesEmptyValue", values: []string{""}, code: intake.CodeKeyMissing},
-		{name: "RefusesTwoValues", values: []string{"abc-key-123", "abc-key-123"}, code: intake.CodeKeyInvalid},
-		{name: "RefusesWhiteSpaceOnly", values: []string{"   "}, code: intake.CodeKeyInvalid},
-		{name: "RefusesSevenCharacters", values: []string{"abcdefg"}, code: intake.CodeKeyInvalid},
-		{name: "Refuses256Characters", values: []string{strings.Repeat("k", 256)}, code: intake.CodeKeyInvalid},
-		{name: "RefusesQuoted256Characters", values: []string{`"` + strings.Repeat("k", 256) + `"`}, code: intake.CodeKeyInvalid},
-		{name: "RefusesInnerSpace", values: []string{"abc key 123"}, code: intake.CodeKeyInvalid},
-		{name: "RefusesSpaceInsideQuotes", values: []string{`" abc-key-123"`}, code: intake.CodeKeyInvalid},
-		{name: "RefusesTelephoneNumber", values: []string{"555-123-4567"}, code: intake.CodeKeyInvalid},
-		{name: "RefusesQuotedTelephoneNumber", values: []string{`"555-123-4567"`}, code: intake.CodeKeyInvalid},
-		{name: "RefusesEightDigits", values: []string{"12345678"}, code: intake.CodeKeyInvalid},
-		{name: "RefusesSevenDigitsAndSeparators", values: []string{"1.2.3.4.5.6.7"}, code: intake.CodeKeyInvalid},
-		{name: "RefusesUnterminatedQuote", values: []string{`"abc-key-123`}, code: intake.CodeKeyInvalid},
-		{name: "RefusesLoneQuote", values: []string{`"`}, code: intake.CodeKeyInvalid},
-		{name: "RefusesTrailingQuoteOnly", values: []string{`abc-key-123"`}, code: intake.CodeKeyInvalid},
-		{name: "RefusesDoubleQuoting", values: []string{`""abc-key-123""`}, code: intake.CodeKeyInvalid},
-		{name: "RefusesEscapedQuote", values: []string{`"abc\"key-123"`}, code: intake.CodeKeyInvalid},
-		{name: "RefusesNonASCII", values: []string{"clé-unique-123"}, code: intake.CodeKeyInvalid},
+		{name: "RefusesNoHeader", values: nil, code: response.CodeKeyMissing},
+		{name: "RefusesEmptyValue", values: []string{""}, code: response.CodeKeyMissing},
+		{name: "RefusesTwoValues", values: []string{"abc-key-123", "abc-key-123"}, code: response.CodeKeyInvalid},
+		{name: "RefusesWhiteSpaceOnly", values: []string{"   "}, code: response.CodeKeyInvalid},
+		{name: "RefusesSevenCharacters", values: []string{"abcdefg"}, code: response.CodeKeyInvalid},
+		{name: "Refuses256Characters", values: []string{strings.Repeat("k", 256)}, code: response.CodeKeyInvalid},
+		{name: "RefusesQuoted256Characters", values: []string{`"` + strings.Repeat("k", 256) + `"`}, code: response.CodeKeyInvalid},
+		{name: "RefusesInnerSpace", values: []string{"abc key 123"}, code: response.CodeKeyInvalid},
+		{name: "RefusesSpaceInsideQuotes", values: []string{`" abc-key-123"`}, code: response.CodeKeyInvalid},
+		{name: "RefusesTelephoneNumber", values: []string{"555-123-4567"}, code: response.CodeKeyInvalid},
+		{name: "RefusesQuotedTelephoneNumber", values: []string{`"555-123-4567"`}, code: response.CodeKeyInvalid},
+		{name: "RefusesEightDigits", values: []string{"12345678"}, code: response.CodeKeyInvalid},
+		{name: "RefusesSevenDigitsAndSeparators", values: []string{"1.2.3.4.5.6.7"}, code: response.CodeKeyInvalid},
+		{name: "RefusesUnterminatedQuote", values: []string{`"abc-key-123`}, code: response.CodeKeyInvalid},
+		{name: "RefusesLoneQuote", values: []string{`"`}, code: response.CodeKeyInvalid},
+		{name: "RefusesTrailingQuoteOnly", values: []string{`abc-key-123"`}, code: response.CodeKeyInvalid},
+		{name: "RefusesDoubleQuoting", values: []string{`""abc-key-123""`}, code: response.CodeKeyInvalid},
+		{name: "RefusesEscapedQuote", values: []string{`"abc\"key-123"`}, code: response.CodeKeyInvalid},
+		{name: "RefusesNonASCII", values: []string{"clé-unique-123"}, code: response.CodeKeyInvalid},
 		// Only space and tab are the header's optional white space: other
 		// white space is a character the key may not hold.
-		{name: "RefusesNoBreakSpace", values: []string{"\u00a0abc-key-123"}, code: intake.CodeKeyInvalid},
-		{name: "RefusesNextLine", values: []string{"abc-key-123\u0085"}, code: intake.CodeKeyInvalid},
-		{name: "RefusesVerticalTab", values: []string{"abc-key-123\v"}, code: intake.CodeKeyInvalid},
+		{name: "RefusesNoBreakSpace", values: []string{"\u00a0abc-key-123"}, code: response.CodeKeyInvalid},
+		{name: "RefusesNextLine", values: []string{"abc-key-123\u0085"}, code: response.CodeKeyInvalid},
+		{name: "RefusesVerticalTab", values: []string{"abc-key-123\v"}, code: response.CodeKeyInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,7 +64,7 @@ func TestParseKey(t *testing.T) {
 				}
 				return
 			}
-			if got := intake.ErrorCode(err); got != tt.code || key != "" {
+			if got := response.CodeOf(err); got != tt.code || key != "" {
 				t.Fatalf("ParseKey(%q) = %q, %v; want code %s", tt.values, key, err, tt.code)
 			}
 		})
@@ -110,7 +111,7 @@ func FuzzParseKey(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, value string) {
 		key, err := intake.ParseKey([]string{value})
-		if code := intake.ErrorCode(err); err != nil && code != intake.CodeKeyInvalid && code != intake.CodeKeyMissing {
+		if code := response.CodeOf(err); err != nil && code != response.CodeKeyInvalid && code != response.CodeKeyMissing {
 			t.Fatalf("ParseKey(%q): error code %s", value, code)
 		}
 		want, ok := wantKey(value)

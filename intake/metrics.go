@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leadintake/leadintake/store"
 )
 
 // Metrics are the API's Prometheus collectors. A nil *Metrics records
@@ -51,7 +53,7 @@ func (m *Metrics) observeRequest(method, route string, status int, outcome strin
 // the oldest processing key, read from the database (at most every
 // keyStateCacheFor, so that frequent scrapes cost nothing more).
 type keyStateCollector struct {
-	store  *Store
+	store  *store.Store
 	logger *slog.Logger
 
 	keys   *prometheus.Desc
@@ -59,7 +61,7 @@ type keyStateCollector struct {
 
 	mu        sync.Mutex
 	readAt    time.Time
-	counts    map[string]float64
+	counts    map[store.KeyState]float64
 	oldestAge float64
 }
 
@@ -68,9 +70,9 @@ const keyStateCacheFor = 10 * time.Second
 // NewKeyStateCollector returns a collector of leadintake_keys{state} and
 // leadintake_oldest_processing_key_age_seconds. Every process that registers
 // it reports the same database-wide figures: aggregate them with max, not sum.
-func NewKeyStateCollector(store *Store, logger *slog.Logger) prometheus.Collector {
+func NewKeyStateCollector(st *store.Store, logger *slog.Logger) prometheus.Collector {
 	return &keyStateCollector{
-		store:  store,
+		store:  st,
 		logger: logger,
 		keys: prometheus.NewDesc("leadintake_keys",
 			"Idempotency keys by state (database-wide; needs_reconciliation needs an operator's eye).", []string{"state"}, nil),
@@ -89,7 +91,7 @@ func (c *keyStateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	if time.Since(c.readAt) > keyStateCacheFor {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		counts, oldest, err := c.store.keyStates(ctx)
+		counts, oldest, err := c.store.KeyCounts(ctx)
 		cancel()
 		if err != nil {
 			c.logger.Warn("read key states for metrics", slog.String("error", err.Error()))
@@ -97,8 +99,8 @@ func (c *keyStateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		c.counts, c.oldestAge, c.readAt = counts, oldest, time.Now()
 	}
-	for _, state := range []string{StateProcessing, StateNeedsReconciliation, StateCompleted, StateFailed} {
-		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, c.counts[state], state)
+	for _, state := range store.KeyStates {
+		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, c.counts[state], string(state))
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, c.oldestAge)
 }

@@ -2,6 +2,7 @@ package intake_test
 
 import (
 	"context"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"net/url"
 	"sync"
@@ -10,9 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/internal/faultproxy"
+	"github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/store"
 )
 
 // TestStoreOutage cuts the database off in the middle of a run, both ways a
@@ -56,7 +58,7 @@ func TestStoreOutage(t *testing.T) {
 			}
 		})
 		api := newTestAPIOn(t, pool, &testAPIOpts{Pool: proxied, RequestTimeout: requestTimeout})
-		key := newKey()
+		key := testkit.NewKey()
 		submitUntilAccepted(t, api, key)
 		return &testBundle{api: api, proxy: proxy, key: key}
 	}
@@ -111,7 +113,7 @@ func TestStoreOutage(t *testing.T) {
 			}
 			fault.start(bundle.proxy)
 
-			outageKey := newKey()
+			outageKey := testkit.NewKey()
 			for _, req := range []*http.Request{
 				api.submission(outageKey, validBody),
 				api.submission(bundle.key, validBody),
@@ -119,7 +121,7 @@ func TestStoreOutage(t *testing.T) {
 				newRequest(t, api, http.MethodGet, "/readyz"),
 			} {
 				res := api.send(t, req)
-				if _, err := res.error(http.StatusServiceUnavailable, intake.CodeStoreUnavailable); err != nil {
+				if _, err := res.error(http.StatusServiceUnavailable, response.CodeStoreUnavailable); err != nil {
 					t.Errorf("%s %s during the outage: %v", req.Method, req.URL.Path, err)
 				} else if res.Header.Get("Retry-After") == "" {
 					t.Errorf("%s %s: 503 without Retry-After", req.Method, req.URL.Path)
@@ -132,9 +134,9 @@ func TestStoreOutage(t *testing.T) {
 			load.Wait()
 
 			bundle.proxy.Restore()
-			submitUntilAccepted(t, api, newKey())
+			submitUntilAccepted(t, api, testkit.NewKey())
 			submitUntilAccepted(t, api, outageKey)
-			if op := getOperation(t, api, bundle.key); op.State != intake.StateProcessing {
+			if op := getOperation(t, api, bundle.key); op.State != string(store.KeyProcessing) {
 				t.Fatalf("operation after the outage: %+v", op)
 			}
 			if res := api.send(t, newRequest(t, api, http.MethodGet, "/readyz")); res.Status != http.StatusOK {
@@ -148,7 +150,7 @@ func TestStoreOutage(t *testing.T) {
 // retrying 503s with the same key as the contract tells clients to.
 func submitUntilAccepted(t *testing.T, api *testAPI, key string) processing {
 	t.Helper()
-	deadline := time.Now().Add(patience)
+	deadline := time.Now().Add(testkit.Patience)
 	for {
 		res := api.send(t, api.submission(key, validBody))
 		if res.Status != http.StatusServiceUnavailable {
@@ -159,7 +161,7 @@ func submitUntilAccepted(t *testing.T, api *testAPI, key string) processing {
 			return body
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still 503 after %s: %s", patience, res.Body)
+			t.Fatalf("still 503 after %s: %s", testkit.Patience, res.Body)
 		}
 		time.Sleep(50 * time.Millisecond) // a client's back-off, not synchronisation
 	}
@@ -204,11 +206,11 @@ func TestStoreNotReady(t *testing.T) {
 			api := newTestAPIOn(t, direct, &testAPIOpts{Pool: tt.pool(t)})
 			for _, req := range []*http.Request{
 				newRequest(t, api, http.MethodGet, "/readyz"),
-				api.submission(newKey(), validBody),
+				api.submission(testkit.NewKey(), validBody),
 				api.operation(tokenA, "some-key-0001"),
 			} {
 				res := api.send(t, req)
-				if _, err := res.error(http.StatusServiceUnavailable, intake.CodeStoreUnavailable); err != nil {
+				if _, err := res.error(http.StatusServiceUnavailable, response.CodeStoreUnavailable); err != nil {
 					t.Errorf("%s %s: %v", req.Method, req.URL.Path, err)
 				}
 			}

@@ -8,6 +8,6 @@ func addRoutes(e *echo.Echo, o *HandlerOpts) {
 
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(o.Store))
-	e.POST("/v1/leads", handleLeadCreate(o.Store, &o.Decode, o.MaxBodyBytes, o.RequestTimeout), auth)
+	e.POST("/v1/leads", handleLeadCreate(o.Store, o.Enqueue, &o.Decode, o.MaxBodyBytes, o.RequestTimeout), auth)
 	e.GET("/v1/operations/:key", handleOperationGet(o.Store, o.RequestTimeout), auth)
 }

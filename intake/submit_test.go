@@ -1,14 +1,18 @@
 package intake_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/response"
 )
 
 func TestSubmitConcurrently(t *testing.T) {
@@ -22,7 +26,7 @@ func TestSubmitConcurrently(t *testing.T) {
 	}
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
-		return &testBundle{api: newTestAPI(t, nil), key: newKey()}
+		return &testBundle{api: newTestAPI(t, nil), key: testkit.NewKey()}
 	}
 
 	t.Run("SameKeySamePayloadMakesOneLead", func(t *testing.T) {
@@ -43,19 +47,19 @@ func TestSubmitConcurrently(t *testing.T) {
 
 		// The winner is the payload of the fresh claim; every request of
 		// the other is refused.
-		fresh := slices.IndexFunc(answers, func(r *response) bool {
+		fresh := slices.IndexFunc(answers, func(r *reply) bool {
 			return r.Status == http.StatusAccepted && r.Header.Get("Idempotent-Replayed") == "false"
 		})
 		if fresh < 0 {
 			t.Fatal("no request claimed the key")
 		}
 		winner := fresh % 2
-		var won []*response
+		var won []*reply
 		for i, res := range answers {
 			if i%2 == winner {
 				won = append(won, res)
 			} else {
-				res.requireError(t, http.StatusUnprocessableEntity, intake.CodeKeyReused)
+				res.requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)
 			}
 		}
 		leadID := requireOneClaim(t, bundle.key, won)
@@ -74,9 +78,9 @@ func TestSubmitConcurrently(t *testing.T) {
 
 // submitTogether sends n submissions of key at once, the i-th with
 // bodies[i%len(bodies)], and returns the answers in that order.
-func submitTogether(t *testing.T, api *testAPI, key string, n int, bodies ...string) []*response {
+func submitTogether(t *testing.T, api *testAPI, key string, n int, bodies ...string) []*reply {
 	t.Helper()
-	answers := make([]*response, n)
+	answers := make([]*reply, n)
 	errs := make([]error, n)
 	together(n, func(i int) {
 		answers[i], errs[i] = api.trySend(api.submission(key, bodies[i%len(bodies)]))
@@ -91,7 +95,7 @@ func submitTogether(t *testing.T, api *testAPI, key string, n int, bodies ...str
 
 // requireOneClaim checks that answers are 202s for key, all of one lead, and
 // that exactly one says Idempotent-Replayed: false. It returns the lead.
-func requireOneClaim(t *testing.T, key string, answers []*response) string {
+func requireOneClaim(t *testing.T, key string, answers []*reply) string {
 	t.Helper()
 	var leadID string
 	fresh := 0
@@ -138,65 +142,65 @@ func TestSubmitRefusals(t *testing.T) {
 		body   string // default validBody
 		edits  []func(*http.Request)
 		status int
-		code   string
+		code   response.Code
 		// fields lists, sorted, the fields of the details of a
 		// validation_failed or unknown_field.
 		fields []string
 	}{
-		{name: "RefusesMissingToken", edits: edits(withoutHeader("Authorization")), status: 401, code: intake.CodeUnauthorized},
-		{name: "RefusesUnknownToken", edits: edits(withHeader("Authorization", "Bearer not-a-token")), status: 401, code: intake.CodeUnauthorized},
-		{name: "RefusesOtherScheme", edits: edits(withHeader("Authorization", "Basic "+tokenA)), status: 401, code: intake.CodeUnauthorized},
-		{name: "RefusesBearerWithoutToken", edits: edits(withHeader("Authorization", "Bearer ")), status: 401, code: intake.CodeUnauthorized},
-		{name: "RefusesBareToken", edits: edits(withHeader("Authorization", tokenA)), status: 401, code: intake.CodeUnauthorized},
-		{name: "RefusesOtherClientID", edits: edits(withHeader("X-Client-Id", "b")), status: 403, code: intake.CodeClientMismatch},
-		{name: "RefusesUnknownClientID", edits: edits(withHeader("X-Client-Id", "nobody")), status: 403, code: intake.CodeClientMismatch},
+		{name: "RefusesMissingToken", edits: edits(withoutHeader("Authorization")), status: 401, code: response.CodeUnauthorized},
+		{name: "RefusesUnknownToken", edits: edits(withHeader("Authorization", "Bearer not-a-token")), status: 401, code: response.CodeUnauthorized},
+		{name: "RefusesOtherScheme", edits: edits(withHeader("Authorization", "Basic "+tokenA)), status: 401, code: response.CodeUnauthorized},
+		{name: "RefusesBearerWithoutToken", edits: edits(withHeader("Authorization", "Bearer ")), status: 401, code: response.CodeUnauthorized},
+		{name: "RefusesBareToken", edits: edits(withHeader("Authorization", tokenA)), status: 401, code: response.CodeUnauthorized},
+		{name: "RefusesOtherClientID", edits: edits(withHeader("X-Client-Id", "b")), status: 403, code: response.CodeClientMismatch},
+		{name: "RefusesUnknownClientID", edits: edits(withHeader("X-Client-Id", "nobody")), status: 403, code: response.CodeClientMismatch},
 
-		{name: "RefusesMissingKey", edits: edits(withoutHeader("Idempotency-Key")), status: 400, code: intake.CodeKeyMissing},
-		{name: "RefusesEmptyKey", edits: edits(withHeader("Idempotency-Key", "")), status: 400, code: intake.CodeKeyMissing},
-		{name: "RefusesShortKey", key: "abc-123", status: 400, code: intake.CodeKeyInvalid},
-		{name: "RefusesLongKey", key: strings.Repeat("k", 256), status: 400, code: intake.CodeKeyInvalid},
-		{name: "RefusesKeyWithSpace", key: "my key 123", status: 400, code: intake.CodeKeyInvalid},
-		{name: "RefusesKeyWithSlash", key: "orders/1234", status: 400, code: intake.CodeKeyInvalid},
-		{name: "RefusesNonASCIIKey", key: "clé-unique-1", status: 400, code: intake.CodeKeyInvalid},
-		{name: "RefusesKeyWithNoBreakSpace", key: "\u00a0abc-key-123", status: 400, code: intake.CodeKeyInvalid},
-		{name: "RefusesTelephoneKey", key: "555-123-4567", status: 400, code: intake.CodeKeyInvalid},
-		{name: "RefusesDigitsKey", key: "12345678", status: 400, code: intake.CodeKeyInvalid},
-		{name: "RefusesDottedTelephoneKey", key: "1.555.123.4567", status: 400, code: intake.CodeKeyInvalid},
-		{name: "RefusesUnterminatedQuotedKey", key: `"abc-key-123`, status: 400, code: intake.CodeKeyInvalid},
-		{name: "RefusesEmptyQuotedKey", key: `""`, status: 400, code: intake.CodeKeyInvalid},
-		{name: "RefusesTwoKeys", edits: edits(withHeaders("Idempotency-Key", "abc-key-123", "abc-key-456")), status: 400, code: intake.CodeKeyInvalid},
+		{name: "RefusesMissingKey", edits: edits(withoutHeader("Idempotency-Key")), status: 400, code: response.CodeKeyMissing},
+		{name: "RefusesEmptyKey", edits: edits(withHeader("Idempotency-Key", "")), status: 400, code: response.CodeKeyMissing},
+		{name: "RefusesShortKey", key: "abc-123", status: 400, code: response.CodeKeyInvalid},
+		{name: "RefusesLongKey", key: strings.Repeat("k", 256), status: 400, code: response.CodeKeyInvalid},
+		{name: "RefusesKeyWithSpace", key: "my key 123", status: 400, code: response.CodeKeyInvalid},
+		{name: "RefusesKeyWithSlash", key: "orders/1234", status: 400, code: response.CodeKeyInvalid},
+		{name: "RefusesNonASCIIKey", key: "clé-unique-1", status: 400, code: response.CodeKeyInvalid},
+		{name: "RefusesKeyWithNoBreakSpace", key: "\u00a0abc-key-123", status: 400, code: response.CodeKeyInvalid},
+		{name: "RefusesTelephoneKey", key: "555-123-4567", status: 400, code: response.CodeKeyInvalid},
+		{name: "RefusesDigitsKey", key: "12345678", status: 400, code: response.CodeKeyInvalid},
+		{name: "RefusesDottedTelephoneKey", key: "1.555.123.4567", status: 400, code: response.CodeKeyInvalid},
+		{name: "RefusesUnterminatedQuotedKey", key: `"abc-key-123`, status: 400, code: response.CodeKeyInvalid},
+		{name: "RefusesEmptyQuotedKey", key: `""`, status: 400, code: response.CodeKeyInvalid},
+		{name: "RefusesTwoKeys", edits: edits(withHeaders("Idempotency-Key", "abc-key-123", "abc-key-456")), status: 400, code: response.CodeKeyInvalid},
 
-		{name: "RefusesMissingContentType", edits: edits(withoutHeader("Content-Type")), status: 415, code: intake.CodeUnsupportedMediaType},
-		{name: "RefusesTextContentType", edits: edits(withHeader("Content-Type", "text/plain")), status: 415, code: intake.CodeUnsupportedMediaType},
-		{name: "RefusesFormContentType", edits: edits(withHeader("Content-Type", "application/x-www-form-urlencoded")), status: 415, code: intake.CodeUnsupportedMediaType},
+		{name: "RefusesMissingContentType", edits: edits(withoutHeader("Content-Type")), status: 415, code: response.CodeUnsupportedMediaType},
+		{name: "RefusesTextContentType", edits: edits(withHeader("Content-Type", "text/plain")), status: 415, code: response.CodeUnsupportedMediaType},
+		{name: "RefusesFormContentType", edits: edits(withHeader("Content-Type", "application/x-www-form-urlencoded")), status: 415, code: response.CodeUnsupportedMediaType},
 
-		{name: "RefusesLargeBody", body: padded(max + 1), status: 413, code: intake.CodeBodyTooLarge},
-		{name: "RefusesLargeChunkedBody", body: padded(max + 1), edits: edits(chunked), status: 413, code: intake.CodeBodyTooLarge},
-		{name: "RefusesHugeChunkedBody", body: padded(4 * max), edits: edits(chunked), status: 413, code: intake.CodeBodyTooLarge},
+		{name: "RefusesLargeBody", body: padded(max + 1), status: 413, code: response.CodeBodyTooLarge},
+		{name: "RefusesLargeChunkedBody", body: padded(max + 1), edits: edits(chunked), status: 413, code: response.CodeBodyTooLarge},
+		{name: "RefusesHugeChunkedBody", body: padded(4 * max), edits: edits(chunked), status: 413, code: response.CodeBodyTooLarge},
 
-		{name: "RefusesEmptyBody", body: " ", status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesMalformedJSON", body: `{"email":"ada@example.com",`, status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesSingleQuotes", body: `{'email':'ada@example.com'}`, status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesInvalidUTF8", body: "{\"email\":\"ada@example.com\",\"source\":\"website\",\"name\":\"Ad\xffa\"}", status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesLoneSurrogate", body: `{"email":"ada@example.com","source":"website","name":"\ud800"}`, status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesDuplicateMember", body: `{"email":"ada@example.com","source":"website","email":"eve@example.com"}`, status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesEscapedDuplicateMember", body: `{"email":"ada@example.com","source":"website","\u0065mail":"eve@example.com"}`, status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesDuplicateUTMMember", body: `{"email":"ada@example.com","source":"website","utm":{"a":"1","a":"2"}}`, status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesNestingDeeperThan32", body: nested(intake.MaxJSONDepth + 1), status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesArray", body: `[]`, status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesString", body: `"x"`, status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesNull", body: `null`, status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesNumber", body: `42`, status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesTrailingObject", body: validBody + `{}`, status: 400, code: intake.CodeInvalidJSON},
-		{name: "RefusesTrailingGarbage", body: validBody + ` x`, status: 400, code: intake.CodeInvalidJSON},
+		{name: "RefusesEmptyBody", body: " ", status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesMalformedJSON", body: `{"email":"ada@example.com",`, status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesSingleQuotes", body: `{'email':'ada@example.com'}`, status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesInvalidUTF8", body: "{\"email\":\"ada@example.com\",\"source\":\"website\",\"name\":\"Ad\xffa\"}", status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesLoneSurrogate", body: `{"email":"ada@example.com","source":"website","name":"\ud800"}`, status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesDuplicateMember", body: `{"email":"ada@example.com","source":"website","email":"eve@example.com"}`, status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesEscapedDuplicateMember", body: `{"email":"ada@example.com","source":"website","\u0065mail":"eve@example.com"}`, status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesDuplicateUTMMember", body: `{"email":"ada@example.com","source":"website","utm":{"a":"1","a":"2"}}`, status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesNestingDeeperThan32", body: nested(lead.MaxJSONDepth + 1), status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesArray", body: `[]`, status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesString", body: `"x"`, status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesNull", body: `null`, status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesNumber", body: `42`, status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesTrailingObject", body: validBody + `{}`, status: 400, code: response.CodeInvalidJSON},
+		{name: "RefusesTrailingGarbage", body: validBody + ` x`, status: 400, code: response.CodeInvalidJSON},
 
-		{name: "RefusesUnknownField", body: `{"email":"ada@example.com","source":"website","colour":"blue","Email":"x"}`, status: 422, code: intake.CodeUnknownField, fields: []string{"Email", "colour"}},
+		{name: "RefusesUnknownField", body: `{"email":"ada@example.com","source":"website","colour":"blue","Email":"x"}`, status: 422, code: response.CodeUnknownField, fields: []string{"Email", "colour"}},
 
 		// Nested exactly 32 deep is valid JSON: the lead is then judged on
 		// its merits (a utm value must be a string).
-		{name: "JudgesNesting32OnItsMerits", body: nested(intake.MaxJSONDepth), status: 422, code: intake.CodeValidationFailed, fields: []string{"utm.a"}},
-		{name: "RefusesEmptyObject", body: `{}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"email", "source"}},
-		{name: "RefusesNullRequiredFields", body: `{"email":null,"source":null}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"email", "source"}},
+		{name: "JudgesNesting32OnItsMerits", body: nested(lead.MaxJSONDepth), status: 422, code: response.CodeValidationFailed, fields: []string{"utm.a"}},
+		{name: "RefusesEmptyObject", body: `{}`, status: 422, code: response.CodeValidationFailed, fields: []string{"email", "source"}},
+		{name: "RefusesNullRequiredFields", body: `{"email":null,"source":null}`, status: 422, code: response.CodeValidationFailed, fields: []string{"email", "source"}},
 		{
 			name: "RefusesEveryBrokenRule",
 			body: `{"email":"not an address","source":"carrier-pigeon",` +
@@ -204,43 +208,43 @@ func TestSubmitRefusals(t *testing.T) {
 				`"phone":"` + strings.Repeat("5", 41) + `","website":"ftp://example.com/",` +
 				`"message":"` + strings.Repeat("m", 5001) + `",` +
 				`"utm":{"campaign":"` + strings.Repeat("u", 201) + `","medium":7},"consent":"yes"}`,
-			status: 422, code: intake.CodeValidationFailed,
+			status: 422, code: response.CodeValidationFailed,
 			fields: []string{"company", "consent", "email", "message", "name", "phone", "source", "utm.campaign", "utm.medium", "website"},
 		},
 		{
 			name:   "RefusesWrongTypes",
 			body:   `{"email":42,"source":["website"],"name":true,"company":{},"phone":1,"website":false,"message":[],"utm":"x","consent":0}`,
-			status: 422, code: intake.CodeValidationFailed,
+			status: 422, code: response.CodeValidationFailed,
 			fields: []string{"company", "consent", "email", "message", "name", "phone", "source", "utm", "website"},
 		},
-		{name: "RefusesEmptyEmailAndSource", body: `{"email":"","source":""}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"email", "source"}},
-		{name: "RefusesTwoAddresses", body: `{"email":"ada@example.com, eve@example.com","source":"website"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"email"}},
-		{name: "RefusesDisplayName", body: `{"email":"Ada <ada@example.com>","source":"website"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"email"}},
-		{name: "RefusesLongEmail", body: `{"email":"` + strings.Repeat("a", 243) + `@example.com","source":"website"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"email"}},
-		{name: "RefusesLongSource", body: `{"email":"ada@example.com","source":"` + strings.Repeat("s", 65) + `"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"source"}},
-		{name: "RefusesRelativeWebsite", body: `{"email":"ada@example.com","source":"website","website":"/about"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"website"}},
-		{name: "RefusesEmptyWebsite", body: `{"email":"ada@example.com","source":"website","website":""}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"website"}},
-		{name: "RefusesWebsiteWithoutHost", body: `{"email":"ada@example.com","source":"website","website":"https://"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"website"}},
-		{name: "RefusesLongWebsite", body: `{"email":"ada@example.com","source":"website","website":"https://example.com/` + strings.Repeat("p", 2030) + `"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"website"}},
+		{name: "RefusesEmptyEmailAndSource", body: `{"email":"","source":""}`, status: 422, code: response.CodeValidationFailed, fields: []string{"email", "source"}},
+		{name: "RefusesTwoAddresses", body: `{"email":"ada@example.com, eve@example.com","source":"website"}`, status: 422, code: response.CodeValidationFailed, fields: []string{"email"}},
+		{name: "RefusesDisplayName", body: `{"email":"Ada <ada@example.com>","source":"website"}`, status: 422, code: response.CodeValidationFailed, fields: []string{"email"}},
+		{name: "RefusesLongEmail", body: `{"email":"` + strings.Repeat("a", 243) + `@example.com","source":"website"}`, status: 422, code: response.CodeValidationFailed, fields: []string{"email"}},
+		{name: "RefusesLongSource", body: `{"email":"ada@example.com","source":"` + strings.Repeat("s", 65) + `"}`, status: 422, code: response.CodeValidationFailed, fields: []string{"source"}},
+		{name: "RefusesRelativeWebsite", body: `{"email":"ada@example.com","source":"website","website":"/about"}`, status: 422, code: response.CodeValidationFailed, fields: []string{"website"}},
+		{name: "RefusesEmptyWebsite", body: `{"email":"ada@example.com","source":"website","website":""}`, status: 422, code: response.CodeValidationFailed, fields: []string{"website"}},
+		{name: "RefusesWebsiteWithoutHost", body: `{"email":"ada@example.com","source":"website","website":"https://"}`, status: 422, code: response.CodeValidationFailed, fields: []string{"website"}},
+		{name: "RefusesLongWebsite", body: `{"email":"ada@example.com","source":"website","website":"https://example.com/` + strings.Repeat("p", 2030) + `"}`, status: 422, code: response.CodeValidationFailed, fields: []string{"website"}},
 		// PostgreSQL's jsonb and text cannot hold U+0000: refused as a
 		// broken rule, not a 500 from the database.
-		{name: "RefusesNULInEmail", body: `{"email":"ada\u0000@example.com","source":"website"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"email"}},
-		{name: "RefusesNULInSource", body: `{"email":"ada@example.com","source":"web\u0000site"}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"source"}},
+		{name: "RefusesNULInEmail", body: `{"email":"ada\u0000@example.com","source":"website"}`, status: 422, code: response.CodeValidationFailed, fields: []string{"email"}},
+		{name: "RefusesNULInSource", body: `{"email":"ada@example.com","source":"web\u0000site"}`, status: 422, code: response.CodeValidationFailed, fields: []string{"source"}},
 		{
 			name: "RefusesNULInEveryOptionalString",
 			body: `{"email":"ada@example.com","source":"website","name":"A\u0000","company":"\u0000","phone":"1\u00002",` +
 				`"website":"https://example.com/\u0000","message":"hi\u0000","utm":{"campaign":"x\u0000"}}`,
-			status: 422, code: intake.CodeValidationFailed,
+			status: 422, code: response.CodeValidationFailed,
 			fields: []string{"company", "message", "name", "phone", "utm.campaign", "website"},
 		},
-		{name: "RefusesNULInUTMName", body: `{"email":"ada@example.com","source":"website","utm":{"camp\u0000aign":"x"}}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"utm"}},
-		{name: "RefusesTooManyUTMMembers", body: `{"email":"ada@example.com","source":"website","utm":{` + utmMembers(21) + `}}`, status: 422, code: intake.CodeValidationFailed, fields: []string{"utm"}},
+		{name: "RefusesNULInUTMName", body: `{"email":"ada@example.com","source":"website","utm":{"camp\u0000aign":"x"}}`, status: 422, code: response.CodeValidationFailed, fields: []string{"utm"}},
+		{name: "RefusesTooManyUTMMembers", body: `{"email":"ada@example.com","source":"website","utm":{` + utmMembers(21) + `}}`, status: 422, code: response.CodeValidationFailed, fields: []string{"utm"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			key := cmpOrString(tt.key, newKey())
-			body := cmpOrString(tt.body, validBody)
+			key := cmp.Or(tt.key, testkit.NewKey())
+			body := cmp.Or(tt.body, validBody)
 
 			res := api.send(t, api.submission(key, body, tt.edits...))
 			apiErr := res.requireError(t, tt.status, tt.code)
@@ -268,13 +272,6 @@ func TestSubmitRefusals(t *testing.T) {
 
 func edits(e ...func(*http.Request)) []func(*http.Request) { return e }
 
-func cmpOrString(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // utmMembers returns n members "k0":"v",... of a utm object.
 func utmMembers(n int) string {
 	members := make([]string, n)
@@ -293,7 +290,7 @@ func TestSubmitAccepts(t *testing.T) {
 	}
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
-		return &testBundle{api: newTestAPI(t, nil), key: newKey()}
+		return &testBundle{api: newTestAPI(t, nil), key: testkit.NewKey()}
 	}
 
 	t.Run("AcceptsEveryFieldAtItsLimit", func(t *testing.T) {
@@ -311,7 +308,7 @@ func TestSubmitAccepts(t *testing.T) {
 		bundle := setup(t)
 		body := validBody + strings.Repeat(" ", intake.DefaultMaxBodyBytes-len(validBody))
 		bundle.api.send(t, bundle.api.submission(bundle.key, body)).requireAccepted(t, bundle.key, false)
-		other := newKey()
+		other := testkit.NewKey()
 		bundle.api.send(t, bundle.api.submission(other, body, chunked)).requireAccepted(t, other, false)
 	})
 
@@ -368,7 +365,7 @@ func TestSubmitAccepts(t *testing.T) {
 		bundle := setup(t)
 		bundle.api.send(t, bundle.api.submission(bundle.key, validBody)).requireAccepted(t, bundle.key, false)
 		res := bundle.api.send(t, bundle.api.submission(bundle.key, `{"email":"eve@example.com","source":"website"}`))
-		res.requireError(t, http.StatusUnprocessableEntity, intake.CodeKeyReused)
+		res.requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)
 		if res.Header.Get("Idempotent-Replayed") != "" {
 			t.Error("a 422 idempotency_key_reused says Idempotent-Replayed")
 		}
@@ -385,7 +382,7 @@ func TestClientsAreIsolated(t *testing.T) {
 	}
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
-		return &testBundle{api: newTestAPI(t, nil), key: newKey()}
+		return &testBundle{api: newTestAPI(t, nil), key: testkit.NewKey()}
 	}
 	asB := withHeader("Authorization", "Bearer "+tokenB)
 
@@ -437,12 +434,12 @@ func TestClientsAreIsolated(t *testing.T) {
 	t.Run("CannotSeeTheOtherClientsOperation", func(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)
-		keyA, keyB := newKey(), newKey()
+		keyA, keyB := testkit.NewKey(), testkit.NewKey()
 		bundle.api.send(t, bundle.api.submission(keyA, validBody)).requireAccepted(t, keyA, false)
 		bundle.api.send(t, bundle.api.submission(keyB, validBody, asB)).requireAccepted(t, keyB, false)
 
-		bundle.api.send(t, bundle.api.operation(tokenB, keyA)).requireError(t, http.StatusNotFound, intake.CodeNotFound)
-		bundle.api.send(t, bundle.api.operation(tokenA, keyB)).requireError(t, http.StatusNotFound, intake.CodeNotFound)
+		bundle.api.send(t, bundle.api.operation(tokenB, keyA)).requireError(t, http.StatusNotFound, response.CodeNotFound)
+		bundle.api.send(t, bundle.api.operation(tokenA, keyB)).requireError(t, http.StatusNotFound, response.CodeNotFound)
 		for token, key := range map[string]string{tokenA: keyA, tokenB: keyB} {
 			if res := bundle.api.send(t, bundle.api.operation(token, key)); res.Status != http.StatusOK {
 				t.Fatalf("GET own operation: %d %s", res.Status, res.Body)

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/store"
 )
 
 // ProcessLeadArgs are the arguments of the job that takes one lead through
@@ -20,11 +20,18 @@ type ProcessLeadArgs struct {
 // Kind is the job's kind in River.
 func (ProcessLeadArgs) Kind() string { return "process_lead" }
 
-// Enqueuer returns the intake.EnqueueFunc that inserts a ProcessLead job with
-// client, inside the claim's transaction.
-func Enqueuer(client *river.Client[pgx.Tx]) intake.EnqueueFunc {
-	return func(ctx context.Context, tx pgx.Tx, leadID uuid.UUID) error {
-		_, err := client.InsertTx(ctx, tx, ProcessLeadArgs{LeadID: leadID}, nil)
-		return err
+// Enqueuer returns the store.EnqueueFunc that inserts a ProcessLead job with
+// client, inside the transaction that claims (or re-opens, or resumes) its
+// lead.
+func Enqueuer(client *river.Client[pgx.Tx]) store.EnqueueFunc {
+	return func(ctx context.Context, tx pgx.Tx, leadID uuid.UUID) (int64, error) {
+		res, err := client.InsertTx(ctx, tx, ProcessLeadArgs{LeadID: leadID}, nil)
+		if err != nil {
+			return 0, err
+		}
+		return res.Job.ID, nil
 	}
 }
+
+// QueueMaintenance is the queue of the periodic jobs, apart from the leads.
+const QueueMaintenance = "maintenance"

@@ -2,6 +2,9 @@ package jobs_test
 
 import (
 	"context"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"testing"
 	"time"
@@ -9,7 +12,6 @@ import (
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/intake"
-	"github.com/leadintake/leadintake/jobs"
 )
 
 // The CRM in create mode: a POST is not idempotent, so after any outcome
@@ -77,14 +79,14 @@ func TestProcessLeadCreateMode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			opts := tt.opts
-			opts.CRMMode = jobs.CRMModeCreate
+			opts.CRMMode = lead.ModeCreate
 			bundle := setup(t, &opts)
 			bundle.fake.Script(fake.CRMCreate, tt.faults...)
-			key := newKey()
+			key := testkit.NewKey()
 			if tt.before != nil {
 				tt.before(t, bundle, intake.ExternalRef(clientID, key))
 			}
-			sub := bundle.submitWith(t, bundle.store, key, adaBody)
+			sub := bundle.submitWith(t, bundle.enqueue, key, adaBody)
 
 			got := bundle.waitFinished(t, sub.Key)
 			rec := bundle.crmRecord(t, sub.Ref)
@@ -108,7 +110,7 @@ func TestProcessLeadCreateMode(t *testing.T) {
 	// while it is in flight never posts again without a look-up.
 	t.Run("LooksUpAfterWorkerStoppedMidPost", func(t *testing.T) {
 		t.Parallel()
-		bundle := setup(t, &setupOpts{CRMMode: jobs.CRMModeCreate})
+		bundle := setup(t, &setupOpts{CRMMode: lead.ModeCreate})
 		bundle.fake.Script(fake.CRMCreate, fake.Fault{HangAfterApply: true})
 		sub := bundle.submit(t, adaBody)
 		waitFor(t, "the post to be applied", func() bool {
@@ -116,7 +118,7 @@ func TestProcessLeadCreateMode(t *testing.T) {
 			return ok
 		})
 
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Patience)
 		defer cancel()
 		if err := bundle.river.StopAndCancel(ctx); err != nil {
 			t.Fatalf("stop: %v", err)
@@ -139,7 +141,7 @@ func TestProcessLeadCreateMode(t *testing.T) {
 
 	t.Run("RejectsOnClientError", func(t *testing.T) {
 		t.Parallel()
-		bundle := setup(t, &setupOpts{CRMMode: jobs.CRMModeCreate})
+		bundle := setup(t, &setupOpts{CRMMode: lead.ModeCreate})
 		bundle.fake.Script(fake.CRMCreate, fake.Fault{Status: http.StatusBadRequest})
 		sub := bundle.submit(t, adaBody)
 
@@ -156,13 +158,13 @@ func TestProcessLeadCreateMode(t *testing.T) {
 // record.
 func TestProcessLeadCreateModeAfterKeyExpired(t *testing.T) {
 	t.Parallel()
-	bundle := setup(t, &setupOpts{CRMMode: jobs.CRMModeCreate})
+	bundle := setup(t, &setupOpts{CRMMode: lead.ModeCreate})
 	sub := bundle.submit(t, adaBody)
 	bundle.waitFinished(t, sub.Key)
 	bundle.exec(t, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = $1`, sub.Key)
 
 	again := bundle.claim(t, sub.Key, adaBody)
-	if again.Outcome != intake.OutcomeClaimed || again.LeadID == sub.LeadID {
+	if again.Outcome != store.OutcomeClaimed || again.LeadID == sub.LeadID {
 		t.Fatalf("claim after expiry: %s for lead %s, want claimed for a new lead", again.Outcome, again.LeadID)
 	}
 	got := bundle.waitFinished(t, sub.Key)

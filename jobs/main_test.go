@@ -1,12 +1,14 @@
 package jobs_test
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -29,10 +31,7 @@ import (
 	"github.com/leadintake/leadintake/jobs"
 )
 
-// patience bounds every wait for something that must happen. It is far
-// longer than anything takes on a healthy machine; a test waits that long
-// only when it is failing.
-const patience = 30 * time.Second
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // clientID is the API client every test submits as.
 const clientID = "client-a"
@@ -59,16 +58,19 @@ const (
 // setupOpts configure setup; zero fields take defaults.
 type setupOpts struct {
 	// CRMMode is the worker's; default upsert.
-	CRMMode string
+	CRMMode lead.Mode
 	// MaxAttempts of a lead job; default 5.
 	MaxAttempts int
 	// Timeout is the downstream client's per-call timeout; default
-	// patience.
+	// testkit.Patience.
 	Timeout time.Duration
 	// Fake configures the fake downstream; setup adds the tokens.
 	Fake fake.Options
 	// Downstream replaces the client on the fake (the Simulator).
 	Downstream jobs.Downstream
+	// Gate, when set, holds the requests it matches before the fake sees
+	// them.
+	Gate *gate
 }
 
 // testBundle is a worker as cmd/worker runs it: a started River client with
@@ -77,8 +79,10 @@ type setupOpts struct {
 type testBundle struct {
 	pool  *pgxpool.Pool
 	river *river.Client[pgx.Tx]
-	store *intake.Store
-	fake  *fake.Server
+	store *store.Store
+	// enqueue inserts a claimed lead's job with the worker's River client.
+	enqueue store.EnqueueFunc
+	fake    *fake.Server
 	// crm reaches the fake's CRM directly, for records made behind the
 	// worker's back.
 	crm  *downstream.Client
@@ -98,7 +102,7 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 	dbURL, _ := dbtest.New(t)
 	pool := openPool(t, dbURL)
 
-	var logs lockedBuffer
+	var logs testkit.LockedBuffer
 	secrets := &secretList{}
 	secrets.add(enrichmentToken, crmToken, notifyToken)
 	t.Cleanup(func() {
@@ -116,14 +120,19 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 	fakeOpts.Logger = logger.With(slog.String("component", "fake"))
 	fk := fake.New(&fakeOpts)
 	hits := &hitLog{}
-	ts := httptest.NewServer(hits.wrap(fk))
+	var handler http.Handler = fk
+	if opts.Gate != nil {
+		handler = opts.Gate.wrap(fk)
+		t.Cleanup(opts.Gate.Open) // before ts.Close, which waits for held requests
+	}
+	ts := httptest.NewServer(hits.wrap(handler))
 	t.Cleanup(ts.Close)
 	t.Cleanup(fk.Close) // first: ends hung requests, which ts.Close waits for
 
 	client, err := downstream.NewClient(downstream.Config{
 		EnrichmentURL: ts.URL + "/enrichment", CRMURL: ts.URL + "/crm", NotifyURL: ts.URL + "/notify",
 		EnrichmentToken: enrichmentToken, CRMToken: crmToken, NotifyToken: notifyToken,
-		Timeout: cmp.Or(opts.Timeout, patience),
+		Timeout: cmp.Or(opts.Timeout, testkit.Patience),
 	})
 	if err != nil {
 		t.Fatalf("downstream client: %v", err)
@@ -134,8 +143,9 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 	}
 
 	b := &testBundle{pool: pool, fake: fk, crm: client, hits: hits, secrets: secrets}
+	b.store = store.New(pool)
 	cfg := jobs.Config{
-		Pool: pool, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
+		Store: b.store, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
 		Logger: logger.With(slog.String("component", "jobs")),
 	}
 	b.riverConfig = func() *river.Config {
@@ -143,11 +153,12 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 		river.AddWorker(workers, jobs.NewProcessLeadWorker(cfg))
 		river.AddWorker(workers, jobs.NewCleanupWorker(cfg))
 		river.AddWorker(workers, jobs.NewReconcileWorker(cfg))
+		river.AddWorker(workers, jobs.NewFinishOrphansWorker(cfg))
 		return &river.Config{
 			Logger: logger.With(slog.String("component", "river")),
 			Queues: map[string]river.QueueConfig{
 				river.QueueDefault:    {MaxWorkers: 4},
-				jobs.QueueMaintenance: {MaxWorkers: 1},
+				jobs.QueueMaintenance: {MaxWorkers: 3},
 			},
 			Workers:     workers,
 			MaxAttempts: cmp.Or(opts.MaxAttempts, 5),
@@ -160,7 +171,7 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 		}
 	}
 	b.river = b.startWorker(t)
-	b.store = intake.NewStore(pool, jobs.Enqueuer(b.river))
+	b.enqueue = jobs.Enqueuer(b.river)
 	return b
 }
 
@@ -177,7 +188,7 @@ func (b *testBundle) startWorker(t *testing.T) *river.Client[pgx.Tx] {
 		t.Fatalf("river start: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.Patience)
 		defer cancel()
 		if err := riverClient.StopAndCancel(ctx); err != nil {
 			t.Errorf("river stop: %v", err)
@@ -204,9 +215,6 @@ func openPool(t *testing.T, dbURL string) *pgxpool.Pool {
 	return pool
 }
 
-// newKey returns a fresh, valid idempotency key.
-func newKey() string { return "key-" + rand.Text()[:16] }
-
 // submission is one claimed enquiry.
 type submission struct {
 	Key    string
@@ -219,13 +227,14 @@ type submission struct {
 // lead's job with the worker's River client.
 func (b *testBundle) submit(t *testing.T, body string) *submission {
 	t.Helper()
-	return b.submitWith(t, b.store, newKey(), body)
+	return b.submitWith(t, b.enqueue, testkit.NewKey(), body)
 }
 
-// submitWith claims key for body with store, which must find the key new.
-func (b *testBundle) submitWith(t *testing.T, store *intake.Store, key, body string) *submission {
+// submitWith claims key for body, enqueuing with enqueue; the key must be
+// new.
+func (b *testBundle) submitWith(t *testing.T, enqueue store.EnqueueFunc, key, body string) *submission {
 	t.Helper()
-	res := b.claimWith(t, store, key, body)
+	res := b.claimWith(t, enqueue, key, body)
 	var lead map[string]any
 	_ = json.Unmarshal([]byte(body), &lead)
 	for _, field := range []string{"email", "name", "phone", "message"} {
@@ -234,28 +243,28 @@ func (b *testBundle) submitWith(t *testing.T, store *intake.Store, key, body str
 		}
 	}
 	b.secrets.add(key)
-	if res.Outcome != intake.OutcomeClaimed {
+	if res.Outcome != store.OutcomeClaimed {
 		t.Fatalf("claim: outcome %s, want claimed", res.Outcome)
 	}
 	return &submission{Key: key, Ref: intake.ExternalRef(clientID, key), LeadID: res.LeadID, Body: body}
 }
 
 // claim claims key for body as the API does, whatever the key holds.
-func (b *testBundle) claim(t *testing.T, key, body string) *intake.ClaimResult {
+func (b *testBundle) claim(t *testing.T, key, body string) *store.ClaimResult {
 	t.Helper()
-	return b.claimWith(t, b.store, key, body)
+	return b.claimWith(t, b.enqueue, key, body)
 }
 
-func (b *testBundle) claimWith(t *testing.T, store *intake.Store, key, body string) *intake.ClaimResult {
+func (b *testBundle) claimWith(t *testing.T, enqueue store.EnqueueFunc, key, body string) *store.ClaimResult {
 	t.Helper()
-	sub, err := intake.DecodeSubmission([]byte(body), &intake.DecodeOpts{})
+	payload, err := lead.Decode([]byte(body), &lead.DecodeOpts{})
 	if err != nil {
 		t.Fatalf("decode %s: %v", body, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	ctx, cancel := context.WithTimeout(context.Background(), testkit.Patience)
 	defer cancel()
-	res, err := store.Claim(ctx, &intake.ClaimParams{
-		ClientID: clientID, Key: key, ExternalRef: intake.ExternalRef(clientID, key), Submission: sub,
+	res, err := b.store.Claim(ctx, &store.ClaimParams{
+		ClientID: clientID, Key: key, ExternalRef: intake.ExternalRef(clientID, key), Payload: payload, Enqueue: enqueue,
 	})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
@@ -263,18 +272,13 @@ func (b *testBundle) claimWith(t *testing.T, store *intake.Store, key, body stri
 	return res
 }
 
-// storeEnqueuing is a key store whose claims enqueue with enqueue instead of
-// the worker's client: nil enqueues nothing (a job that is gone).
-func (b *testBundle) storeEnqueuing(enqueue intake.EnqueueFunc) *intake.Store {
-	if enqueue == nil {
-		enqueue = func(context.Context, pgx.Tx, uuid.UUID) error { return nil }
-	}
-	return intake.NewStore(b.pool, enqueue)
-}
+// noJob is an enqueue that inserts nothing: a claim whose job is gone (the
+// id it records names no job).
+func noJob(context.Context, pgx.Tx, uuid.UUID) (int64, error) { return 0, nil }
 
 // keyRow is an idempotency_keys row.
 type keyRow struct {
-	State string
+	State store.KeyState
 	// Status and Body are the final response; 0 and nil while unfinished.
 	Status int
 	Body   map[string]any
@@ -309,10 +313,10 @@ func (b *testBundle) key(t *testing.T, key string) (row keyRow, ok bool) {
 }
 
 // waitKey polls the key until it is in one of states, and returns it.
-func (b *testBundle) waitKey(t *testing.T, key string, states ...string) keyRow {
+func (b *testBundle) waitKey(t *testing.T, key string, states ...store.KeyState) keyRow {
 	t.Helper()
 	var row keyRow
-	waitFor(t, "key in state "+strings.Join(states, " or "), func() bool {
+	waitFor(t, "key in state "+fmt.Sprint(states), func() bool {
 		var ok bool
 		row, ok = b.key(t, key)
 		for _, s := range states {
@@ -328,7 +332,7 @@ func (b *testBundle) waitKey(t *testing.T, key string, states ...string) keyRow 
 // waitFinished polls the key until it is completed or failed.
 func (b *testBundle) waitFinished(t *testing.T, key string) keyRow {
 	t.Helper()
-	return b.waitKey(t, key, intake.StateCompleted, intake.StateFailed)
+	return b.waitKey(t, key, store.KeyCompleted, store.KeyFailed)
 }
 
 // leadRow is what the worker recorded of a lead.
@@ -419,11 +423,13 @@ func (b *testBundle) insertJob(t *testing.T, args river.JobArgs) int64 {
 	return res.Job.ID
 }
 
-// reconcile runs one round of the reconciler, as the periodic job does, and
-// waits for its end.
+// reconcile runs one round of the reconciler and one of the orphan
+// finisher, as the periodic jobs do, and waits for their end.
 func (b *testBundle) reconcile(t *testing.T) {
 	t.Helper()
-	b.waitJob(t, b.insertJob(t, jobs.ReconcileArgs{}), "completed")
+	reconcile, orphans := b.insertJob(t, jobs.ReconcileArgs{}), b.insertJob(t, jobs.FinishOrphansArgs{})
+	b.waitJob(t, reconcile, "completed")
+	b.waitJob(t, orphans, "completed")
 }
 
 // exec runs SQL on the test database.
@@ -470,7 +476,7 @@ func completedBody(leadID uuid.UUID, crmID string, score int, tier string, notif
 // requireCompleted checks a key completed with the contract's 201 body.
 func requireCompleted(t *testing.T, got keyRow, want map[string]any) {
 	t.Helper()
-	if got.State != intake.StateCompleted || got.Status != http.StatusCreated {
+	if got.State != store.KeyCompleted || got.Status != http.StatusCreated {
 		t.Fatalf("key %s with status %d (%s), want completed with 201", got.State, got.Status, got.Raw)
 	}
 	if !reflect.DeepEqual(got.Body, want) {
@@ -482,7 +488,7 @@ func requireCompleted(t *testing.T, got keyRow, want map[string]any) {
 // "failed", the lead, and an error with code and a message.
 func requireFailed(t *testing.T, got keyRow, leadID uuid.UUID, status int, code string) {
 	t.Helper()
-	if got.State != intake.StateFailed || got.Status != status {
+	if got.State != store.KeyFailed || got.Status != status {
 		t.Fatalf("key %s with status %d (%s), want failed with %d", got.State, got.Status, got.Raw, status)
 	}
 	e, _ := got.Body["error"].(map[string]any)
@@ -493,15 +499,76 @@ func requireFailed(t *testing.T, got keyRow, leadID uuid.UUID, status int, code 
 	}
 }
 
-// waitFor polls cond until it holds, failing the test after patience.
+// waitFor polls cond until it holds, failing the test after testkit.Patience.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
+	deadline := time.Now().Add(testkit.Patience)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", patience, what)
+			t.Fatalf("timed out after %v waiting for %s", testkit.Patience, what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// gate holds the first Hold requests whose method is Method, whose path
+// starts with Prefix and whose query holds Query, until Open is called or
+// the request is abandoned.
+type gate struct {
+	Method, Prefix, Query string
+	Hold                  int
+
+	mu      sync.Mutex
+	held    int
+	arrived chan struct{}
+	open    chan struct{}
+	opened  bool
+}
+
+func newGate(method, prefix string, hold int) *gate {
+	return &gate{Method: method, Prefix: prefix, Hold: hold, arrived: make(chan struct{}, hold), open: make(chan struct{})}
+}
+
+func (g *gate) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		hold := r.Method == g.Method && strings.HasPrefix(r.URL.Path, g.Prefix) &&
+			strings.Contains(r.URL.RawQuery, g.Query) && g.held < g.Hold
+		if hold {
+			g.held++
+		}
+		g.mu.Unlock()
+		if hold {
+			g.arrived <- struct{}{}
+			select {
+			case <-g.open:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Arrived waits until n more requests are held.
+func (g *gate) Arrived(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-g.arrived:
+		case <-time.After(testkit.Patience):
+			t.Fatalf("no %s %s request reached the gate within %s", g.Method, g.Prefix, testkit.Patience)
+		}
+	}
+}
+
+// Open lets every held request and every later one through.
+func (g *gate) Open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.opened {
+		g.opened = true
+		close(g.open)
 	}
 }
 
@@ -565,24 +632,6 @@ func (s *secretList) requireAbsent(t *testing.T, log string) {
 			}
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // jsonOf decodes raw into a generic value, failing the test on bad JSON.

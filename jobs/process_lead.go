@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,41 +11,48 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/leadintake/leadintake/downstream"
-	"github.com/leadintake/leadintake/intake"
-)
-
-// CRM modes.
-const (
-	// CRMModeUpsert puts the lead under its external reference: safe to
-	// repeat.
-	CRMModeUpsert = "upsert"
-	// CRMModeCreate posts the lead, and looks the reference up before it
-	// ever posts again after an uncertain outcome.
-	CRMModeCreate = "create"
-)
-
-// optionalStepAttempts is how many transient failures the enrichment or the
-// notification may have before it is given up with a warning. Their
-// failures never fail a lead, and never hold it back for long: a
-// Retry-After longer than optionalStepMaxWait gives the step up at once.
-const (
-	optionalStepAttempts = 3
-	optionalStepMaxWait  = time.Minute
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/store"
 )
 
 // DefaultKeyRetention is the retention of a finished key when
 // Config.KeyRetention is zero.
 const DefaultKeyRetention = 7 * 24 * time.Hour
 
+// Downstream is what the jobs need of the outside world: *downstream.Client,
+// or downstream.Simulator.
+type Downstream interface {
+	Enrich(ctx context.Context, req *downstream.EnrichmentRequest) (*downstream.Enrichment, error)
+	UpsertLead(ctx context.Context, lead *downstream.CRMLead) (string, error)
+	CreateLead(ctx context.Context, lead *downstream.CRMLead) (string, error)
+	LookupLead(ctx context.Context, externalRef string) (string, bool, error)
+	Notify(ctx context.Context, n *downstream.Notification) error
+}
+
+// Config is what the jobs share.
+type Config struct {
+	Store      *store.Store
+	Downstream Downstream
+	// CRMMode is lead.ModeUpsert (default) or lead.ModeCreate.
+	CRMMode lead.Mode
+	// KeyRetention is how long a finished key is kept. Default
+	// DefaultKeyRetention.
+	KeyRetention time.Duration
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// Metrics may be nil.
+	Metrics *Metrics
+}
+
 // withDefaults fills in what cfg leaves unset.
 func (cfg Config) withDefaults() Config {
 	if cfg.CRMMode == "" {
-		cfg.CRMMode = CRMModeUpsert
+		cfg.CRMMode = lead.ModeUpsert
 	}
 	if cfg.KeyRetention <= 0 {
 		cfg.KeyRetention = DefaultKeyRetention
@@ -55,308 +63,239 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-// Downstream is what ProcessLead needs of the outside world:
-// *downstream.Client, or downstream.Simulator.
-type Downstream interface {
-	Enrich(ctx context.Context, req *downstream.EnrichmentRequest) (*downstream.Enrichment, error)
-	UpsertLead(ctx context.Context, lead *downstream.CRMLead) (string, error)
-	CreateLead(ctx context.Context, lead *downstream.CRMLead) (string, error)
-	LookupLead(ctx context.Context, externalRef string) (string, bool, error)
-	Notify(ctx context.Context, n *downstream.Notification) error
+// dbTimeout bounds the database writes of a run. They run on a context
+// detached from the job's: a recovery point must be saved, and a lead
+// finished, even when the job's time is up or the worker is stopping.
+const dbTimeout = 10 * time.Second
+
+func dbContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
 }
 
-// Config is what the lead jobs share.
-type Config struct {
-	Pool       *pgxpool.Pool
-	Downstream Downstream
-	// CRMMode is CRMModeUpsert (default) or CRMModeCreate.
-	CRMMode string
-	// KeyRetention is how long a finished key is kept. Default
-	// DefaultKeyRetention.
-	KeyRetention time.Duration
-	Logger       *slog.Logger
-	// Metrics may be nil.
-	Metrics *Metrics
-}
-
-// ProcessLeadWorker takes one lead through enrichment, scoring, the CRM and
-// the notification. Each step's result is saved before the next step starts,
-// so a retried job resumes where the last attempt stopped; the final response
-// is recorded in one transaction with the job's completion.
+// ProcessLeadWorker takes one lead through its life (lead.Next): each call's
+// result is saved before the next call starts, so a retried job resumes
+// where the last attempt stopped; the final response is recorded in one
+// transaction with the job's completion.
 type ProcessLeadWorker struct {
 	river.WorkerDefaults[ProcessLeadArgs]
-
-	cfg      Config
-	leads    *leadStore
-	finisher *finisher
-	// retryAt holds, per job id, the delay a downstream asked for with
-	// Retry-After, from Work to NextRetry of the same attempt.
-	retryAt sync.Map
+	cfg Config
+	// retryAt holds, per job, the time a downstream asked the next attempt
+	// to wait for (Retry-After), from Work to NextRetry of the same
+	// attempt: River asks NextRetry after Work returns, with nothing of
+	// Work's error.
+	retryAt retryTimes
 }
 
 // NewProcessLeadWorker returns the worker.
 func NewProcessLeadWorker(cfg Config) *ProcessLeadWorker {
-	cfg = cfg.withDefaults()
-	return &ProcessLeadWorker{
-		cfg:      cfg,
-		leads:    &leadStore{pool: cfg.Pool},
-		finisher: &finisher{pool: cfg.Pool, retention: cfg.KeyRetention},
-	}
+	return &ProcessLeadWorker{cfg: cfg.withDefaults()}
 }
 
 // NextRetry honours a downstream's Retry-After (capped at an hour, even past
 // the retry policy's maximum); otherwise the client's retry policy applies.
 func (w *ProcessLeadWorker) NextRetry(job *river.Job[ProcessLeadArgs]) time.Time {
-	if at, ok := w.retryAt.LoadAndDelete(job.ID); ok {
-		return at.(time.Time)
-	}
-	return time.Time{}
+	return w.retryAt.take(job.ID)
 }
 
-// Work processes the lead.
+// Work runs one attempt at the lead.
 func (w *ProcessLeadWorker) Work(ctx context.Context, job *river.Job[ProcessLeadArgs]) error {
-	l, err := w.leads.load(ctx, w.cfg.Pool, job.Args.LeadID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	dctx, cancel := dbContext(ctx)
+	l, err := w.cfg.Store.StartRun(dctx, job.Args.LeadID)
+	cancel()
+	if errors.Is(err, store.ErrNotFound) {
 		return river.JobCancel(err)
 	}
 	if err != nil {
 		return err
 	}
-	r := &leadRun{w: w, job: job, lead: l, last: job.Attempt >= job.MaxAttempts}
-	if l.KeyState == nil || *l.KeyState != intake.StateProcessing {
+	if l.KeyState != store.KeyProcessing {
 		// An earlier run finished it (and this job's completion was lost),
-		// or the key expired and was deleted: nothing is left to do.
-		return r.completeOnly(ctx)
+		// the key awaits reconciliation, or it expired and was deleted:
+		// nothing is left to do.
+		return nil
 	}
-	return r.process(ctx)
+	r := &leadRun{w: w, job: job, lead: l}
+	if l.Enrichment != nil {
+		r.enrichment = &downstream.Enrichment{}
+		if err := json.Unmarshal(l.Enrichment, r.enrichment); err != nil {
+			return fmt.Errorf("lead %s: enrichment: %w", l.ID, err)
+		}
+	}
+	return r.loop(ctx)
 }
 
 // leadRun is one attempt at one lead.
 type leadRun struct {
 	w    *ProcessLeadWorker
 	job  *river.Job[ProcessLeadArgs]
-	lead *lead
-	last bool
+	lead *store.Lead
+	// enrichment is the enrichment's answer; fresh is set until it is
+	// saved.
+	enrichment *downstream.Enrichment
+	fresh      bool
 }
 
-// errCRMRejected carries the CRM's final refusal.
-type errCRMRejected struct{ err *downstream.Error }
-
-func (e *errCRMRejected) Error() string { return "crm rejected the lead: " + e.err.Error() }
-
-func (r *leadRun) process(ctx context.Context) error {
-	l := r.lead
-	if err := r.enrich(ctx); err != nil {
-		return r.fail(ctx, err)
-	}
-	score, tier := Score(&l.Submission, l.enriched())
-	if err := r.crm(ctx, score, tier); err != nil {
-		return r.fail(ctx, err)
-	}
-	if err := r.notify(ctx, score, tier); err != nil {
-		return r.fail(ctx, err)
-	}
-	v, err := completedVerdict(l, score, tier)
-	if err != nil {
-		return err
-	}
-	return r.finish(ctx, v)
-}
-
-// enrich runs the enrichment step unless an earlier attempt did. Its
-// failures end in a warning, after a few transient ones.
-func (r *leadRun) enrich(ctx context.Context) error {
-	l := r.lead
-	if l.EnrichmentOutcome != nil {
-		return nil
-	}
-	data, err := r.w.cfg.Downstream.Enrich(ctx, &downstream.EnrichmentRequest{
-		LeadID: l.ID.String(), Email: l.Submission.Email, Company: l.Submission.Company, Website: l.Submission.Website,
-	})
-	switch {
-	case err == nil && data != nil:
-		return r.w.leads.saveEnrichment(ctx, l, enrichData, data)
-	case err == nil:
-		return r.w.leads.saveEnrichment(ctx, l, enrichNoData, nil)
-	case stopping(ctx):
-		return err
-	case retryOptionalStep(err, r.last, l.EnrichmentFailures):
-		if cerr := r.w.leads.countFailure(ctx, l, "enrichment_failures"); cerr != nil {
-			return cerr
+// loop runs the lead's actions until one ends the attempt.
+func (r *leadRun) loop(ctx context.Context) error {
+	in := lead.Input{Mode: r.w.cfg.CRMMode, LastAttempt: r.job.Attempt >= r.job.MaxAttempts}
+	s := r.lead.State
+	var lastErr error
+	for {
+		act, next := lead.Next(s, in)
+		if next != s {
+			r.noteGivenUp(ctx, s, next, lastErr)
+			if err := r.save(ctx, next); err != nil {
+				return r.saveFailed(ctx, err)
+			}
+			s = next
 		}
-		return err
-	default:
-		r.w.cfg.Logger.WarnContext(ctx, "enrichment given up", r.attrs(slog.String("error", err.Error()))...)
-		return r.w.leads.saveEnrichment(ctx, l, enrichUnavailable, nil)
+		switch act.Kind {
+		case lead.ActStop:
+			// River makes the job available again, without spending an
+			// attempt.
+			return lastErr
+		case lead.ActRetry:
+			if act.RetryAfter > 0 {
+				r.w.retryAt.set(r.job.ID, time.Now().Add(act.RetryAfter))
+			}
+			r.w.cfg.Logger.InfoContext(ctx, "lead attempt failed; will retry", r.attrs(slog.String("error", errString(lastErr)))...)
+			return lastErr
+		case lead.ActFinish, lead.ActReconcile:
+			return r.finish(ctx, s, act, lastErr)
+		}
+		in.Last, lastErr = r.call(ctx, s, act)
 	}
 }
 
-// retryOptionalStep reports whether an optional step's failure is worth
-// another attempt: transient, not the job's last attempt, within the step's
-// budget, and not asking for a wait longer than optionalStepMaxWait.
-func retryOptionalStep(err error, last bool, failures int) bool {
-	if !downstream.IsTransient(err) || last || failures+1 >= optionalStepAttempts {
-		return false
-	}
-	de, ok := downstream.AsError(err)
-	return !ok || de.RetryAfter <= optionalStepMaxWait
-}
-
-// crm runs the CRM step unless an earlier attempt got the CRM's acceptance.
-func (r *leadRun) crm(ctx context.Context, score int, tier string) error {
-	l := r.lead
-	if l.CRMState == crmAccepted {
-		return nil
-	}
-	rec := crmRecord(l, score, tier)
-	ds := r.w.cfg.Downstream
-	if r.w.cfg.CRMMode == CRMModeUpsert {
-		id, err := ds.UpsertLead(ctx, rec)
-		if err != nil {
-			return crmError(err)
+// save records the state (and a fresh enrichment answer) before the next
+// call.
+func (r *leadRun) save(ctx context.Context, s lead.State) error {
+	var raw json.RawMessage
+	if r.fresh {
+		var err error
+		if raw, err = json.Marshal(r.enrichment); err != nil {
+			return err
 		}
-		return r.w.leads.setCRM(ctx, l, crmAccepted, &id)
 	}
-
-	// Create mode: never post while an earlier post may have been applied,
-	// by this lead or by an earlier one under the same reference (a retry
-	// after the key expired).
-	if l.CRMState == crmUncertain || (l.CRMState == crmPending && l.RefUsedBefore) {
-		id, found, err := ds.LookupLead(ctx, l.ExternalRef)
-		if err != nil {
-			return transientOnly(err)
-		}
-		if found {
-			return r.w.leads.setCRM(ctx, l, crmAccepted, &id)
-		}
-		// A definite 404: nothing was applied. The state stays uncertain
-		// while the new post is in flight.
-	} else if err := r.w.leads.setCRM(ctx, l, crmUncertain, nil); err != nil {
-		// Written ahead of the post: a worker killed mid-call leaves the
-		// lead uncertain, and the next attempt looks it up first.
+	dctx, cancel := dbContext(ctx)
+	defer cancel()
+	if err := r.w.cfg.Store.Save(dctx, r.lead.Run, s, raw); err != nil {
 		return err
 	}
-	id, err := ds.CreateLead(ctx, rec)
-	if err == nil {
-		return r.w.leads.setCRM(ctx, l, crmAccepted, &id)
-	}
-	if de, ok := downstream.AsError(err); ok && de.StatusCode == http.StatusConflict {
-		// The CRM says the record exists: find it now.
-		if id, found, lerr := ds.LookupLead(ctx, l.ExternalRef); lerr == nil && found {
-			return r.w.leads.setCRM(ctx, l, crmAccepted, &id)
-		}
-		return err
-	}
-	if de, ok := downstream.AsError(err); ok && !de.Uncertain && !stopping(ctx) {
-		// Certainly not applied (refused, or never sent).
-		if serr := r.w.leads.setCRM(ctx, l, crmPending, nil); serr != nil {
-			return serr
-		}
-	}
-	return crmError(err)
-}
-
-// notify runs the notification step unless an earlier attempt did. Its
-// failures end in a warning, after a few transient ones.
-func (r *leadRun) notify(ctx context.Context, score int, tier string) error {
-	l := r.lead
-	if l.NotifyOutcome != nil {
-		return nil
-	}
-	err := r.w.cfg.Downstream.Notify(ctx, &downstream.Notification{
-		LeadID: l.ID.String(), ExternalRef: l.ExternalRef, Score: score, Tier: tier,
-		Email: l.Submission.Email, Name: l.Submission.Name, Company: l.Submission.Company,
-	})
-	outcome := "sent"
-	switch {
-	case err == nil:
-	case stopping(ctx):
-		return err
-	case retryOptionalStep(err, r.last, l.NotifyFailures):
-		if cerr := r.w.leads.countFailure(ctx, l, "notify_failures"); cerr != nil {
-			return cerr
-		}
-		return err
-	default:
-		r.w.cfg.Logger.WarnContext(ctx, "notification given up", r.attrs(slog.String("error", err.Error()))...)
-		outcome = "failed"
-	}
-	// Saved by the finishing transaction, which follows at once.
-	l.NotifyOutcome = &outcome
+	r.fresh = false
 	return nil
 }
 
-// fail decides what a step's error means for the lead: a final refusal, a
-// retry, or, on the last attempt, the end.
-func (r *leadRun) fail(ctx context.Context, err error) error {
-	var rejected *errCRMRejected
-	switch {
-	case stopping(ctx):
-		// The worker is stopping: River makes the job available again,
-		// without spending an attempt.
-		return err
-	case errors.As(err, &rejected):
-		r.lead.CRMState = crmRejected
-		v, verr := failedVerdict(r.lead, intake.CodeCRMRejected,
-			fmt.Sprintf("the CRM refused the lead (HTTP %d)", rejected.err.StatusCode))
-		if verr != nil {
-			return verr
-		}
-		return r.finish(ctx, v)
-	case !r.last:
-		if de, ok := downstream.AsError(err); ok && de.RetryAfter > 0 {
-			r.w.retryAt.Store(r.job.ID, time.Now().Add(de.RetryAfter))
-		}
-		r.w.cfg.Metrics.attempt("retry")
-		r.w.cfg.Logger.InfoContext(ctx, "lead attempt failed; will retry", r.attrs(slog.String("error", err.Error()))...)
-		return err
-	case r.lead.CRMState == crmUncertain:
-		return r.finish(ctx, reconciliationVerdict())
-	default:
-		v, verr := failedVerdict(r.lead, intake.CodeDownstreamUnavailable,
-			fmt.Sprintf("the lead could not be delivered after %d attempts; retry with the same Idempotency-Key to try again", r.job.Attempt))
-		if verr != nil {
-			return verr
-		}
-		return r.finish(ctx, v)
+// saveFailed ends the attempt whose save failed: quietly when a later run
+// holds the lead (this one must not act any more), with the error otherwise.
+func (r *leadRun) saveFailed(ctx context.Context, err error) error {
+	if errors.Is(err, store.ErrRunTaken) {
+		r.w.cfg.Logger.WarnContext(ctx, "a later run of the lead started; this one stops", r.attrs()...)
+		return nil
+	}
+	return err
+}
+
+// noteGivenUp logs an optional step given up.
+func (r *leadRun) noteGivenUp(ctx context.Context, before, after lead.State, err error) {
+	if before.Enrichment != lead.EnrichmentUnavailable && after.Enrichment == lead.EnrichmentUnavailable {
+		r.w.cfg.Logger.WarnContext(ctx, "enrichment given up", r.attrs(slog.String("error", errString(err)))...)
+	}
+	if before.Notification != lead.NotificationFailed && after.Notification == lead.NotificationFailed {
+		r.w.cfg.Logger.WarnContext(ctx, "notification given up", r.attrs(slog.String("error", errString(err)))...)
 	}
 }
 
-func (r *leadRun) finish(ctx context.Context, v *verdict) error {
+// call runs the call of act and classifies its result.
+func (r *leadRun) call(ctx context.Context, s lead.State, act lead.Action) (*lead.Result, error) {
+	l, ds := r.lead, r.w.cfg.Downstream
+	res := &lead.Result{Action: act}
+	var err error
+	switch act.Kind {
+	case lead.ActEnrich:
+		var data *downstream.Enrichment
+		data, err = ds.Enrich(ctx, &downstream.EnrichmentRequest{
+			LeadID: l.ID.String(), Email: l.Lead.Email, Company: l.Lead.Company, Website: l.Lead.Website,
+		})
+		if err == nil && data != nil {
+			r.enrichment, r.fresh, res.Found = data, true, true
+		}
+	case lead.ActUpsert:
+		res.CRMID, err = ds.UpsertLead(ctx, r.crmRecord(s))
+	case lead.ActCreate:
+		res.CRMID, err = ds.CreateLead(ctx, r.crmRecord(s))
+	case lead.ActLookup:
+		res.CRMID, res.Found, err = ds.LookupLead(ctx, l.ExternalRef)
+	case lead.ActNotify:
+		score, tier := lead.Score(&l.Lead, s.Enriched())
+		err = ds.Notify(ctx, &downstream.Notification{
+			LeadID: l.ID.String(), ExternalRef: l.ExternalRef, Score: score, Tier: string(tier),
+			Email: l.Lead.Email, Name: l.Lead.Name, Company: l.Lead.Company,
+		})
+	default:
+		return nil, fmt.Errorf("no call for action %s", act.Kind)
+	}
+	res.Failure = failureOf(ctx, err)
+	return res, err
+}
+
+// failureOf classifies a call's error for the lead's life.
+func failureOf(ctx context.Context, err error) *lead.Failure {
+	switch de, ok := downstream.AsError(err); {
+	case err == nil:
+		return nil
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The worker is stopping, as opposed to the job's time-out, which
+		// is a failure of the attempt.
+		return &lead.Failure{Transient: true, Uncertain: true, Stopping: true}
+	case ok:
+		return &lead.Failure{
+			Transient: de.Transient, Uncertain: de.Uncertain, RetryAfter: de.RetryAfter,
+			Conflict: de.StatusCode == http.StatusConflict,
+		}
+	default:
+		return &lead.Failure{Transient: true, Uncertain: true}
+	}
+}
+
+func (r *leadRun) crmRecord(s lead.State) *downstream.CRMLead {
+	l := &r.lead.Lead
+	score, tier := lead.Score(l, s.Enriched())
+	return &downstream.CRMLead{
+		ExternalRef: r.lead.ExternalRef, LeadID: r.lead.ID.String(),
+		Email: l.Email, Source: l.Source, Name: l.Name, Company: l.Company, Phone: l.Phone,
+		Website: l.Website, Message: l.Message, UTM: l.UTM, Consent: l.Consent,
+		Score: score, Tier: string(tier), Enrichment: r.enrichment,
+	}
+}
+
+// finish ends the lead as act says, and completes the job in the same
+// transaction.
+func (r *leadRun) finish(ctx context.Context, s lead.State, act lead.Action, lastErr error) error {
+	message := fmt.Sprintf("the lead could not be delivered after %d attempts; retry with the same Idempotency-Key to try again", r.job.Attempt)
+	if act.Outcome == lead.OutcomeCRMRejected {
+		message = "the CRM refused the lead"
+		if de, ok := downstream.AsError(lastErr); ok && de.StatusCode != 0 {
+			message = fmt.Sprintf("the CRM refused the lead (HTTP %d)", de.StatusCode)
+		}
+	}
+	f := finishOf(r.lead, s, act, message, r.w.cfg.KeyRetention)
 	// Shown in River UI on the completed job.
-	_ = river.RecordOutput(ctx, map[string]string{"outcome": v.outcome})
-	score, _ := Score(&r.lead.Submission, r.lead.enriched())
-	applied, err := r.w.finisher.finish(ctx, r.lead, v, r.completeJob)
+	_ = river.RecordOutput(ctx, map[string]string{"outcome": outcomeOf(act)})
+	dctx, cancel := dbContext(ctx)
+	defer cancel()
+	applied, err := r.w.cfg.Store.Finish(dctx, r.lead.Run, f, func(tx pgx.Tx) error {
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](dctx, tx, r.job)
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	if applied {
-		r.w.cfg.Metrics.leadFinished(v.outcome)
-		r.w.cfg.Logger.InfoContext(ctx, "lead finished", r.attrs(slog.String("outcome", v.outcome), slog.Int("score", score))...)
+		r.w.cfg.Metrics.leadFinished(outcomeOf(act))
+		r.w.cfg.Logger.InfoContext(ctx, "lead finished", r.attrs(slog.String("outcome", outcomeOf(act)), slog.Int("score", f.Score))...)
 	}
-	r.w.cfg.Metrics.attempt("finished")
 	return nil
-}
-
-// completeOnly completes the job with nothing else to write.
-func (r *leadRun) completeOnly(ctx context.Context) error {
-	ctx, cancel := dbContext(ctx)
-	defer cancel()
-	tx, err := r.w.cfg.Pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if err := r.completeJob(ctx, tx); err != nil {
-		return err
-	}
-	r.w.cfg.Metrics.attempt("nothing_to_do")
-	return tx.Commit(ctx)
-}
-
-func (r *leadRun) completeJob(ctx context.Context, tx pgx.Tx) error {
-	_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, r.job)
-	return err
 }
 
 func (r *leadRun) attrs(extra ...any) []any {
@@ -368,38 +307,65 @@ func (r *leadRun) attrs(extra ...any) []any {
 	}, extra...)
 }
 
-// crmError turns a permanent CRM refusal into errCRMRejected; transient
-// errors pass through.
-func crmError(err error) error {
-	if de, ok := downstream.AsError(err); ok && !de.Transient {
-		return &errCRMRejected{err: de}
+// outcomeOf names how act ends a lead, in logs, metrics and River UI.
+func outcomeOf(act lead.Action) string {
+	if act.Kind == lead.ActReconcile {
+		return string(store.KeyNeedsReconciliation)
 	}
-	return err
+	return string(act.Outcome)
 }
 
-// transientOnly makes any failure of a look-up transient: a look-up never
-// decides the lead's fate, only whether it was created.
-func transientOnly(err error) error {
-	if de, ok := downstream.AsError(err); ok && !de.Transient {
-		cp := *de
-		cp.Transient = true
-		return &cp
+// finishOf is how act ends l with state s: its key's final response (or
+// reconciliation) and its result. message explains a failure.
+func finishOf(l *store.Lead, s lead.State, act lead.Action, message string, retention time.Duration) *store.Finish {
+	score, tier := lead.Score(&l.Lead, s.Enriched())
+	f := &store.Finish{State: s, Score: score, Tier: tier, Retention: retention}
+	id := l.ID.String()
+	switch {
+	case act.Kind == lead.ActReconcile:
+		f.KeyState = store.KeyNeedsReconciliation
+	case act.Outcome == lead.OutcomeCompleted:
+		f.KeyState = store.KeyCompleted
+		f.Response = response.NewCompleted(&response.Completed{
+			LeadID: id, CRMID: s.CRMID, Score: score, Tier: string(tier),
+			Notified: s.Notification == lead.NotificationSent, Warnings: s.Warnings(),
+		})
+	default:
+		code := response.Code(act.Outcome)
+		f.KeyState, f.FailureCode = store.KeyFailed, code
+		f.Response = response.NewFailed(id, code, message)
 	}
-	return err
+	return f
 }
 
-// stopping reports whether ctx was cancelled (the worker is stopping), as
-// opposed to the job's time-out, which is a failure of the attempt.
-func stopping(ctx context.Context) bool {
-	return errors.Is(ctx.Err(), context.Canceled)
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
-func crmRecord(l *lead, score int, tier string) *downstream.CRMLead {
-	s := &l.Submission
-	return &downstream.CRMLead{
-		ExternalRef: l.ExternalRef, LeadID: l.ID.String(),
-		Email: s.Email, Source: s.Source, Name: s.Name, Company: s.Company, Phone: s.Phone,
-		Website: s.Website, Message: s.Message, UTM: s.UTM, Consent: s.Consent,
-		Score: score, Tier: tier, Enrichment: l.Enrichment,
+// retryTimes holds the time of each job's next attempt that a downstream
+// asked for, from Work to NextRetry.
+type retryTimes struct {
+	mu sync.Mutex
+	at map[int64]time.Time
+}
+
+func (t *retryTimes) set(jobID int64, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.at == nil {
+		t.at = map[int64]time.Time{}
 	}
+	t.at[jobID] = at
+}
+
+// take returns and forgets the job's time; zero when there is none.
+func (t *retryTimes) take(jobID int64) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	at := t.at[jobID]
+	delete(t.at, jobID)
+	return at
 }

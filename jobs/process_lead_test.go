@@ -3,6 +3,9 @@ package jobs_test
 import (
 	"bytes"
 	"fmt"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"reflect"
 	"strings"
@@ -13,7 +16,6 @@ import (
 
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/downstream/fake"
-	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/jobs"
 )
 
@@ -101,8 +103,8 @@ func TestProcessLeadCompletes(t *testing.T) {
 		got := bundle.waitFinished(t, sub.Key)
 
 		again := bundle.claim(t, sub.Key, adaBody)
-		if again.Outcome != intake.OutcomeFinished || again.ResponseStatus != got.Status || !bytes.Equal(again.ResponseBody, got.Raw) {
-			t.Fatalf("claim again: %s %d %s, want the stored %d %s", again.Outcome, again.ResponseStatus, again.ResponseBody, got.Status, got.Raw)
+		if again.Outcome != store.OutcomeReplayed || again.Response.Status != got.Status || !bytes.Equal(again.Response.Body, got.Raw) {
+			t.Fatalf("claim again: %s %d %s, want the stored %d %s", again.Outcome, again.Response.Status, again.Response.Body, got.Status, got.Raw)
 		}
 		// Kept for the retention from when it finished (an hour here).
 		var retention time.Duration
@@ -201,7 +203,7 @@ func TestProcessLeadUpsert(t *testing.T) {
 					t.Errorf("lead row %+v, want crm_state rejected, finished", l)
 				}
 				// A refusal is a verdict: replayed, never re-opened.
-				if again := bundle.claim(t, sub.Key, adaBody); again.Outcome != intake.OutcomeFinished {
+				if again := bundle.claim(t, sub.Key, adaBody); again.Outcome != store.OutcomeReplayed {
 					t.Errorf("claim again: %s, want replayed", again.Outcome)
 				}
 			})
@@ -243,7 +245,7 @@ func TestProcessLeadUpsert(t *testing.T) {
 		bundle.exec(t, `UPDATE idempotency_keys SET expires_at = now() - interval '1 second' WHERE key = $1`, sub.Key)
 
 		again := bundle.claim(t, sub.Key, noDataBody)
-		if again.Outcome != intake.OutcomeClaimed || again.LeadID == sub.LeadID {
+		if again.Outcome != store.OutcomeClaimed || again.LeadID == sub.LeadID {
 			t.Fatalf("claim after expiry: %s for lead %s, want claimed for a new lead", again.Outcome, again.LeadID)
 		}
 		got := bundle.waitFinished(t, sub.Key)
@@ -272,7 +274,7 @@ func TestProcessLeadUpsert(t *testing.T) {
 
 		// The same submission again re-opens the key for the same lead.
 		again := bundle.claim(t, sub.Key, adaBody)
-		if again.Outcome != intake.OutcomeReopened || again.LeadID != sub.LeadID {
+		if again.Outcome != store.OutcomeReopened || again.LeadID != sub.LeadID {
 			t.Fatalf("claim again: %s for lead %s, want reopened for %s", again.Outcome, again.LeadID, sub.LeadID)
 		}
 		got = bundle.waitFinished(t, sub.Key)
@@ -407,10 +409,10 @@ WHERE key = $1`
 		// prepare puts the key in the state under test.
 		prepare string
 		// state is the key's state afterwards; "" when it is gone.
-		state string
+		state store.KeyState
 	}{
-		{"KeyAlreadyFinished", finishKey, intake.StateCompleted},
-		{"KeyNeedsReconciliation", `UPDATE idempotency_keys SET state = 'needs_reconciliation' WHERE key = $1`, intake.StateNeedsReconciliation},
+		{"KeyAlreadyFinished", finishKey, store.KeyCompleted},
+		{"KeyNeedsReconciliation", `UPDATE idempotency_keys SET state = 'needs_reconciliation' WHERE key = $1`, store.KeyNeedsReconciliation},
 		{"KeyDeleted", `DELETE FROM idempotency_keys WHERE key = $1`, ""},
 	}
 	for _, tt := range tests {
@@ -418,7 +420,7 @@ WHERE key = $1`
 			t.Parallel()
 			bundle := setup(t, nil)
 			// Claimed without a job; the job comes once the key is set up.
-			sub := bundle.submitWith(t, bundle.storeEnqueuing(nil), newKey(), adaBody)
+			sub := bundle.submitWith(t, noJob, testkit.NewKey(), adaBody)
 			bundle.exec(t, tt.prepare, sub.Key)
 			before, _ := bundle.key(t, sub.Key)
 
@@ -453,14 +455,14 @@ func TestProcessLeadUnderChaos(t *testing.T) {
 
 	const leads = 20
 	tests := []struct {
-		mode   string
+		mode   lead.Mode
 		target fake.Target
 	}{
-		{jobs.CRMModeUpsert, fake.CRMUpsert},
-		{jobs.CRMModeCreate, fake.CRMCreate},
+		{lead.ModeUpsert, fake.CRMUpsert},
+		{lead.ModeCreate, fake.CRMCreate},
 	}
 	for _, tt := range tests {
-		t.Run(strings.ToUpper(tt.mode[:1])+tt.mode[1:], func(t *testing.T) {
+		t.Run(strings.ToUpper(string(tt.mode[:1]))+string(tt.mode[1:]), func(t *testing.T) {
 			t.Parallel()
 			// Twelve attempts at 30 % faults: all failing is a one in two
 			// million chance per lead.

@@ -2,193 +2,230 @@ package jobs
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
+	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	"golang.org/x/sync/errgroup"
 
-	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 )
 
-// ReconcileArgs are the arguments of the periodic reconciliation job.
+// oneRoundAtATime keeps a periodic job from overlapping itself: while one is
+// waiting, running or waiting for a retry, another is not inserted, whatever
+// the number of workers or a change of leader.
+var oneRoundAtATime = river.UniqueOpts{ByState: []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+}}
+
+// ReconcileArgs are the arguments of the periodic job that looks up the keys
+// awaiting reconciliation.
 type ReconcileArgs struct{}
 
 // Kind is the job's kind in River.
 func (ReconcileArgs) Kind() string { return "reconcile_keys" }
 
-// InsertOpts puts the job on the maintenance queue.
+// InsertOpts puts the job on the maintenance queue, one round at a time.
 func (ReconcileArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3}
+	return river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3, UniqueOpts: oneRoundAtATime}
 }
 
-// reconcileBatch bounds the keys one run looks at, per kind of work.
-const reconcileBatch = 100
+// Bounds of a reconciliation round: the keys it takes, and how many are
+// looked up at once. Each key is settled on its own: a look-up that hangs
+// holds one of the places until the downstream time-out, and no other key.
+const (
+	reconcileBatch    = 100
+	reconcileParallel = 8
+)
 
-// ReconcileWorker settles what neither a job nor a retry can:
-//
-//   - keys in needs_reconciliation: it looks the external reference up in
-//     the CRM again. A record found is the CRM's acceptance: the lead
-//     resumes at its notification and completes. A definite 404 lets the
-//     lead be posted again. Anything else waits for the next round.
-//   - keys still processing whose job ended without a final response (the
-//     rescuer discarded it after a crash on its last attempt, or an operator
-//     cancelled or deleted it): it finishes them as that last attempt would
-//     have.
+// ReconcileWorker looks up, in the CRM, the keys awaiting reconciliation (a
+// post in create mode may have been applied and no attempt could settle
+// it). A record found is the CRM's acceptance: the lead resumes at its
+// notification and completes. A definite 404 lets the lead be posted again.
+// Anything else (a failed look-up, a lead that cannot be read) moves the
+// key to the back of the line, for the next round and for an operator.
 type ReconcileWorker struct {
 	river.WorkerDefaults[ReconcileArgs]
-	cfg      Config
-	leads    *leadStore
-	finisher *finisher
+	cfg Config
 }
 
 // NewReconcileWorker returns the worker.
 func NewReconcileWorker(cfg Config) *ReconcileWorker {
-	cfg = cfg.withDefaults()
-	return &ReconcileWorker{
-		cfg:      cfg,
-		leads:    &leadStore{pool: cfg.Pool},
-		finisher: &finisher{pool: cfg.Pool, retention: cfg.KeyRetention},
-	}
+	return &ReconcileWorker{cfg: cfg.withDefaults()}
 }
 
-// Work runs one round.
+// Work runs one round. The keys a round does not reach in its time wait for
+// the next; a failure of one key never fails the round.
 func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
 	client := river.ClientFromContext[pgx.Tx](ctx)
-	pending, err := w.leadIDs(ctx, `
-SELECT lead_id FROM idempotency_keys
-WHERE state = 'needs_reconciliation'
-ORDER BY updated_at LIMIT $1`)
+	refs, err := w.cfg.Store.AwaitingReconciliation(ctx, reconcileBatch)
 	if err != nil {
 		return err
 	}
-	for _, id := range pending {
-		if err := w.settle(ctx, client, id); err != nil {
-			return err
+	var g errgroup.Group
+	g.SetLimit(reconcileParallel)
+	for _, ref := range refs {
+		if ctx.Err() != nil {
+			break
 		}
+		g.Go(func() error {
+			w.settle(ctx, client, ref)
+			return nil
+		})
 	}
-
-	orphans, err := w.leadIDs(ctx, `
-SELECT k.lead_id FROM idempotency_keys k
-WHERE k.state = 'processing'
-  AND NOT EXISTS (
-    SELECT FROM river_job j
-    WHERE j.kind = 'process_lead'
-      AND j.args @> jsonb_build_object('lead_id', k.lead_id)
-      AND j.state IN ('available', 'pending', 'running', 'retryable', 'scheduled'))
-ORDER BY k.updated_at LIMIT $1`)
-	if err != nil {
-		return err
-	}
-	for _, id := range orphans {
-		if err := w.finishOrphan(ctx, id); err != nil {
-			return err
-		}
-	}
-	return nil
+	return g.Wait()
 }
 
-func (w *ReconcileWorker) leadIDs(ctx context.Context, sql string) ([]uuid.UUID, error) {
-	rows, err := w.cfg.Pool.Query(ctx, sql, reconcileBatch)
-	if err != nil {
-		return nil, fmt.Errorf("reconcile: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return nil, fmt.Errorf("reconcile: %w", err)
-	}
-	return ids, nil
-}
-
-// settle looks up one lead awaiting reconciliation.
-func (w *ReconcileWorker) settle(ctx context.Context, client *river.Client[pgx.Tx], id uuid.UUID) error {
-	l, err := w.leads.load(ctx, w.cfg.Pool, id)
-	if err != nil {
-		return err
-	}
-	attrs := []any{slog.String("lead_id", l.ID.String()), slog.String("ref", l.ExternalRef)}
-	crmID, found, err := w.cfg.Downstream.LookupLead(ctx, l.ExternalRef)
-	if err != nil {
+// settle looks one key up and acts on the answer.
+func (w *ReconcileWorker) settle(ctx context.Context, client *river.Client[pgx.Tx], ref store.KeyRef) {
+	attrs := []any{slog.String("lead_id", ref.LeadID.String())}
+	postpone := func(msg string, err error) {
 		w.cfg.Metrics.reconciled("unresolved")
-		w.cfg.Logger.WarnContext(ctx, "reconciliation look-up failed; left for the next round", append(attrs, slog.String("error", err.Error()))...)
-		return nil
-	}
-	state, action := crmPending, "reposted"
-	if found {
-		state, action = crmAccepted, "found"
+		w.cfg.Logger.WarnContext(ctx, msg, append(attrs, slog.String("error", errString(err)))...)
+		dctx, cancel := dbContext(ctx)
+		defer cancel()
+		if err := w.cfg.Store.PostponeReconciliation(dctx, ref); err != nil {
+			w.cfg.Logger.ErrorContext(ctx, "reconciliation: could not postpone the key", append(attrs, slog.String("error", err.Error()))...)
+		}
 	}
 
 	dctx, cancel := dbContext(ctx)
-	defer cancel()
-	tx, err := w.cfg.Pool.Begin(dctx)
+	l, err := w.cfg.Store.LoadLead(dctx, ref.LeadID)
+	cancel()
 	if err != nil {
-		return err
+		postpone("reconciliation: the lead cannot be read; left for a later round", err)
+		return
 	}
-	defer func() { _ = tx.Rollback(dctx) }()
-	moved, err := intake.SetKeyStateTx(dctx, tx, l.Key, intake.StateNeedsReconciliation, intake.StateProcessing)
-	if err != nil || !moved {
-		return err
+	attrs = append(attrs, slog.String("ref", l.ExternalRef))
+	if l.KeyState != store.KeyNeedsReconciliation {
+		return // settled meanwhile
 	}
-	if _, err := tx.Exec(dctx, `UPDATE leads SET crm_state = $2, crm_id = coalesce($3, crm_id), updated_at = now() WHERE id = $1`,
-		l.ID, state, nilIfEmpty(crmID)); err != nil {
-		return fmt.Errorf("reconcile: %w", err)
+	crmID, found, err := w.cfg.Downstream.LookupLead(ctx, l.ExternalRef)
+	if err != nil {
+		postpone("reconciliation look-up failed; left for a later round", err)
+		return
 	}
-	if _, err := client.InsertTx(dctx, tx, ProcessLeadArgs{LeadID: l.ID}, nil); err != nil {
-		return fmt.Errorf("reconcile: enqueue: %w", err)
+	action := "reposted"
+	if found {
+		action = "found"
 	}
-	if err := tx.Commit(dctx); err != nil {
-		return fmt.Errorf("reconcile: commit: %w", err)
+	dctx, cancel = dbContext(ctx)
+	defer cancel()
+	resumed, err := w.cfg.Store.Resume(dctx, l.Run, lead.Settle(l.State, found, crmID), Enqueuer(client))
+	if err != nil {
+		postpone("reconciliation: the lead could not be resumed", err)
+		return
 	}
-	w.cfg.Metrics.reconciled(action)
-	w.cfg.Logger.InfoContext(ctx, "lead reconciled", append(attrs, slog.String("action", action))...)
+	if resumed {
+		w.cfg.Metrics.reconciled(action)
+		w.cfg.Logger.InfoContext(ctx, "lead reconciled", append(attrs, slog.String("action", action))...)
+	}
+}
+
+// FinishOrphansArgs are the arguments of the periodic job that finishes the
+// keys whose job ended without a final response.
+type FinishOrphansArgs struct{}
+
+// Kind is the job's kind in River.
+func (FinishOrphansArgs) Kind() string { return "finish_orphans" }
+
+// InsertOpts puts the job on the maintenance queue, one round at a time.
+func (FinishOrphansArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueMaintenance, MaxAttempts: 3, UniqueOpts: oneRoundAtATime}
+}
+
+// orphanPage is how many processing keys are checked against River at once.
+const orphanPage = 500
+
+// liveJobStates are the states of a job that will still run.
+var liveJobStates = []rivertype.JobState{
+	rivertype.JobStateAvailable, rivertype.JobStatePending, rivertype.JobStateRunning,
+	rivertype.JobStateRetryable, rivertype.JobStateScheduled,
+}
+
+// FinishOrphansWorker finishes the keys still processing whose job ended
+// without a final response (the rescuer discarded it after a crash on its
+// last attempt, an operator cancelled or deleted it, River's retention
+// removed it), as that last attempt would have (lead.Abandoned), so that no
+// key stays processing forever. It asks River about each lead's job, by the
+// id recorded at its claim.
+type FinishOrphansWorker struct {
+	river.WorkerDefaults[FinishOrphansArgs]
+	cfg Config
+}
+
+// NewFinishOrphansWorker returns the worker.
+func NewFinishOrphansWorker(cfg Config) *FinishOrphansWorker {
+	return &FinishOrphansWorker{cfg: cfg.withDefaults()}
+}
+
+// Work walks through every processing key, a page at a time.
+func (w *FinishOrphansWorker) Work(ctx context.Context, _ *river.Job[FinishOrphansArgs]) error {
+	client := river.ClientFromContext[pgx.Tx](ctx)
+	var cursor store.UnfinishedCursor
+	now := time.Now()
+	for ctx.Err() == nil {
+		page, next, err := w.cfg.Store.Processing(ctx, now, cursor, orphanPage)
+		if err != nil || len(page) == 0 {
+			return err
+		}
+		cursor = next
+		var ids []int64
+		for _, u := range page {
+			if u.JobID != nil {
+				ids = append(ids, *u.JobID)
+			}
+		}
+		live := map[int64]bool{}
+		if len(ids) > 0 {
+			res, err := client.JobList(ctx, river.NewJobListParams().IDs(ids...).States(liveJobStates...).First(len(ids)))
+			if err != nil {
+				return err
+			}
+			for _, j := range res.Jobs {
+				live[j.ID] = true
+			}
+		}
+		for _, u := range page {
+			if u.JobID == nil || !live[*u.JobID] {
+				w.finish(ctx, u)
+			}
+		}
+	}
 	return nil
 }
 
-// finishOrphan finishes a processing key whose job is gone, as its last
-// attempt would have: completed when the CRM accepted the lead (the
-// notification counted as failed unless it was recorded as sent),
-// needs_reconciliation when a create may have been applied, and
-// downstream_unavailable (which a retry re-opens) otherwise.
-func (w *ReconcileWorker) finishOrphan(ctx context.Context, id uuid.UUID) error {
-	l, err := w.leads.load(ctx, w.cfg.Pool, id)
+// finish ends one orphan, unless it changed since it was read.
+func (w *FinishOrphansWorker) finish(ctx context.Context, u store.Unfinished) {
+	dctx, cancel := dbContext(ctx)
+	defer cancel()
+	attrs := []any{slog.String("lead_id", u.Run.LeadID.String())}
+	l, err := w.cfg.Store.LoadLead(dctx, u.Run.LeadID)
 	if err != nil {
-		return err
+		w.cfg.Logger.WarnContext(ctx, "orphan: the lead cannot be read", append(attrs, slog.String("error", err.Error()))...)
+		return
 	}
-	var v *verdict
-	switch l.CRMState {
-	case crmAccepted:
-		if l.NotifyOutcome == nil {
-			failed := "failed"
-			l.NotifyOutcome = &failed
+	if l.KeyState != store.KeyProcessing || l.Run != u.Run {
+		return // a run started, or the key changed, since the page was read
+	}
+	act, s := lead.Abandoned(l.State)
+	f := finishOf(l, s, act, "the lead's processing ended without delivering it; retry with the same Idempotency-Key to try again", w.cfg.KeyRetention)
+	applied, err := w.cfg.Store.Finish(dctx, l.Run, f, nil)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			w.cfg.Logger.ErrorContext(ctx, "orphan: could not finish the lead", append(attrs, slog.String("error", err.Error()))...)
 		}
-		score, tier := Score(&l.Submission, l.enriched())
-		v, err = completedVerdict(l, score, tier)
-	case crmUncertain:
-		v = reconciliationVerdict()
-	default:
-		v, err = failedVerdict(l, intake.CodeDownstreamUnavailable,
-			"the lead's processing ended without delivering it; retry with the same Idempotency-Key to try again")
-	}
-	if err != nil {
-		return err
-	}
-	applied, err := w.finisher.finish(ctx, l, v, nil)
-	if err != nil {
-		return err
+		return
 	}
 	if applied {
 		w.cfg.Metrics.reconciled("orphan_finished")
-		w.cfg.Metrics.leadFinished(v.outcome)
+		w.cfg.Metrics.leadFinished(outcomeOf(act))
 		w.cfg.Logger.WarnContext(ctx, "lead finished by the reconciler: its job ended without a final response",
-			slog.String("lead_id", l.ID.String()), slog.String("ref", l.ExternalRef), slog.String("outcome", v.outcome))
+			append(attrs, slog.String("ref", l.ExternalRef), slog.String("outcome", outcomeOf(act)))...)
 	}
-	return nil
-}
-
-func nilIfEmpty(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }

@@ -2,6 +2,9 @@ package jobs_test
 
 import (
 	"context"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"testing"
 	"time"
@@ -11,7 +14,6 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/leadintake/leadintake/downstream/fake"
-	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/jobs"
 )
 
@@ -27,15 +29,15 @@ func TestReconcileNeedsReconciliation(t *testing.T) {
 	// all fail, and waits until its key needs reconciliation.
 	setupUnsettled := func(t *testing.T, postFault fake.Fault) (*testBundle, *submission) {
 		t.Helper()
-		bundle := setup(t, &setupOpts{CRMMode: jobs.CRMModeCreate, MaxAttempts: 2})
+		bundle := setup(t, &setupOpts{CRMMode: lead.ModeCreate, MaxAttempts: 2})
 		bundle.fake.Script(fake.CRMCreate, postFault)
 		if err := bundle.fake.SetChaos(fake.CRMLookup, lookupsFail); err != nil {
 			t.Fatal(err)
 		}
 		sub := bundle.submit(t, adaBody)
 
-		got := bundle.waitKey(t, sub.Key, intake.StateNeedsReconciliation, intake.StateCompleted, intake.StateFailed)
-		if got.State != intake.StateNeedsReconciliation || got.Status != 0 || got.Raw != nil {
+		got := bundle.waitKey(t, sub.Key, store.KeyNeedsReconciliation, store.KeyCompleted, store.KeyFailed)
+		if got.State != store.KeyNeedsReconciliation || got.Status != 0 || got.Raw != nil {
 			t.Fatalf("key %s with response %d %s, want needs_reconciliation without a response", got.State, got.Status, got.Raw)
 		}
 		// The job is done; the key waits for the reconciler.
@@ -108,7 +110,7 @@ func TestReconcileNeedsReconciliation(t *testing.T) {
 		if n := bundle.fake.Requests(fake.CRMLookup); n != lookups+1 {
 			t.Errorf("the reconciler made %d look-ups, want 1", n-lookups)
 		}
-		if got, _ := bundle.key(t, sub.Key); got.State != intake.StateNeedsReconciliation {
+		if got, _ := bundle.key(t, sub.Key); got.State != store.KeyNeedsReconciliation {
 			t.Fatalf("key %s after a failed look-up, want still needs_reconciliation", got.State)
 		}
 		bundle.requireJobs(t, sub.LeadID, "completed")
@@ -140,21 +142,21 @@ func TestReconcileOrphans(t *testing.T) {
 		// crm is the lead's CRM state when its job ended; crmID its id.
 		crm, crmID string
 		// want is the key's state after a round; wantBody its body.
-		want     string
+		want     store.KeyState
 		wantBody func(sub *submission) map[string]any
 		status   int
 	}{
 		{
 			name: "FailsWhenCRMNeverReached", job: jobDiscarded, crm: "pending",
-			want: intake.StateFailed, status: http.StatusBadGateway,
+			want: store.KeyFailed, status: http.StatusBadGateway,
 		},
 		{
 			name: "FailsWhenJobGone", job: jobGone, crm: "pending",
-			want: intake.StateFailed, status: http.StatusBadGateway,
+			want: store.KeyFailed, status: http.StatusBadGateway,
 		},
 		{
 			name: "CompletesWhenCRMAccepted", job: jobDiscarded, crm: "accepted", crmID: "crm_424242",
-			want: intake.StateCompleted, status: http.StatusCreated,
+			want: store.KeyCompleted, status: http.StatusCreated,
 			wantBody: func(sub *submission) map[string]any {
 				// No enrichment was recorded (75), and the notification
 				// counts as failed.
@@ -163,28 +165,31 @@ func TestReconcileOrphans(t *testing.T) {
 		},
 		{
 			name: "AwaitsReconciliationWhenCreateUncertain", job: jobGone, crm: "uncertain",
-			want: intake.StateNeedsReconciliation,
+			want: store.KeyNeedsReconciliation,
 		},
 		{
 			name: "LeavesLiveJobAlone", job: jobWaiting, crm: "pending",
-			want: intake.StateProcessing,
+			want: store.KeyProcessing,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			bundle := setup(t, nil)
-			var enqueue intake.EnqueueFunc
+			var enqueue store.EnqueueFunc = noJob
 			if tt.job != jobGone {
 				// Scheduled far ahead, so that the running client never
 				// works it before the test has decided its fate.
-				enqueue = func(ctx context.Context, tx pgx.Tx, leadID uuid.UUID) error {
-					_, err := bundle.river.InsertTx(ctx, tx, jobs.ProcessLeadArgs{LeadID: leadID},
+				enqueue = func(ctx context.Context, tx pgx.Tx, leadID uuid.UUID) (int64, error) {
+					res, err := bundle.river.InsertTx(ctx, tx, jobs.ProcessLeadArgs{LeadID: leadID},
 						&river.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)})
-					return err
+					if err != nil {
+						return 0, err
+					}
+					return res.Job.ID, nil
 				}
 			}
-			sub := bundle.submitWith(t, bundle.storeEnqueuing(enqueue), newKey(), adaBody)
+			sub := bundle.submitWith(t, enqueue, testkit.NewKey(), adaBody)
 			if tt.job == jobDiscarded {
 				bundle.exec(t, `UPDATE river_job SET state = 'discarded', finalized_at = now() WHERE kind = 'process_lead'`)
 			}
@@ -197,7 +202,7 @@ func TestReconcileOrphans(t *testing.T) {
 			bundle.reconcile(t)
 			got, _ := bundle.key(t, sub.Key)
 			switch {
-			case tt.want == intake.StateFailed:
+			case tt.want == store.KeyFailed:
 				requireFailed(t, got, sub.LeadID, tt.status, "downstream_unavailable")
 			case tt.wantBody != nil:
 				requireCompleted(t, got, tt.wantBody(sub))
@@ -214,11 +219,11 @@ func TestReconcileOrphans(t *testing.T) {
 	t.Run("FailedOrphanReopens", func(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t, nil)
-		sub := bundle.submitWith(t, bundle.storeEnqueuing(nil), newKey(), adaBody)
+		sub := bundle.submitWith(t, noJob, testkit.NewKey(), adaBody)
 		bundle.reconcile(t)
 		requireFailed(t, bundle.waitFinished(t, sub.Key), sub.LeadID, http.StatusBadGateway, "downstream_unavailable")
 
-		if again := bundle.claim(t, sub.Key, adaBody); again.Outcome != intake.OutcomeReopened || again.LeadID != sub.LeadID {
+		if again := bundle.claim(t, sub.Key, adaBody); again.Outcome != store.OutcomeReopened || again.LeadID != sub.LeadID {
 			t.Fatalf("claim again: %s for %s, want reopened for %s", again.Outcome, again.LeadID, sub.LeadID)
 		}
 		got := bundle.waitFinished(t, sub.Key)

@@ -10,53 +10,35 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/admin"
-	"github.com/leadintake/leadintake/internal/process"
+	"github.com/leadintake/leadintake/internal/service"
 	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/migrations"
+	"github.com/leadintake/leadintake/store"
 )
 
-func main() {
-	if err := run(context.Background(), os.Args, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "api:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("api", run) }
 
-// config is the api's environment. envconfig reads it from the process
-// environment (it cannot take another source), so tests that need other
-// settings start the binary with them.
+// config is the api's environment.
 type config struct {
-	DatabaseURL   string `envconfig:"DATABASE_URL" required:"true" desc:"PostgreSQL URL (pool_max_conns, connect_timeout... may be set in it)"`
-	APIAddr       string `envconfig:"API_ADDR" default:":8080" desc:"public listener"`
-	AdminAddr     string `envconfig:"ADMIN_ADDR" default:"127.0.0.1:8081" desc:"operators' listener: /metrics, and River UI under /riverui/"`
-	AdminUser     string `envconfig:"ADMIN_USER" desc:"HTTP basic auth user of the admin listener; River UI is served only with ADMIN_USER and ADMIN_PASSWORD"`
-	AdminPassword string `envconfig:"ADMIN_PASSWORD" desc:"HTTP basic auth password of the admin listener"`
-	// APIClients is parsed after envconfig, whose errors quote the value:
-	// a hash list, or a token pasted by mistake.
-	APIClients      string        `envconfig:"API_CLIENTS" required:"true" desc:"comma-separated client_id=sha256hex(token) entries"`
-	AllowedSources  []string      `envconfig:"ALLOWED_SOURCES" default:"website,linkedin,referral,ads,event" desc:"allowed values of a lead's source; empty allows any"`
-	MaxBodyBytes    int64         `envconfig:"MAX_BODY_BYTES" default:"65536" desc:"larger bodies get 413"`
-	RequestTimeout  time.Duration `envconfig:"REQUEST_TIMEOUT" default:"5s" desc:"bound on one request's database work; past it 503"`
-	JobMaxAttempts  int           `envconfig:"JOB_MAX_ATTEMPTS" default:"12" desc:"attempts of a lead job (set on each job the api enqueues)"`
-	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"graceful-stop budget"`
-	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
-	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	service.Common
+	APIAddr   string `env:"API_ADDR" envDefault:":8080" desc:"public listener"`
+	AdminAddr string `env:"ADMIN_ADDR" envDefault:"127.0.0.1:8081" desc:"operators' listener: /metrics, and River UI under /riverui/ (served only with ADMIN_USER and ADMIN_PASSWORD)"`
+	// APIClients is parsed after the rest: a parse error must not quote
+	// it (a hash list, or a token pasted by mistake).
+	APIClients     string        `env:"API_CLIENTS,required" desc:"comma-separated client_id=sha256hex(token) entries"`
+	AllowedSources []string      `env:"ALLOWED_SOURCES" envDefault:"website,linkedin,referral,ads,event" desc:"allowed values of a lead's source; empty allows any"`
+	MaxBodyBytes   int64         `env:"MAX_BODY_BYTES" envDefault:"65536" desc:"larger bodies get 413"`
+	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"5s" desc:"bound on one request's database work; past it 503"`
+	JobMaxAttempts int           `env:"JOB_MAX_ATTEMPTS" envDefault:"12" desc:"attempts of a lead job (set on each job the api enqueues)"`
 }
 
 func (c *config) validate() error {
@@ -67,19 +49,15 @@ func (c *config) validate() error {
 		return errors.New("REQUEST_TIMEOUT must be positive")
 	case c.JobMaxAttempts < 1:
 		return errors.New("JOB_MAX_ATTEMPTS must be at least 1")
-	case c.ShutdownTimeout <= 0:
-		return errors.New("SHUTDOWN_TIMEOUT must be positive")
-	case (c.AdminUser == "") != (c.AdminPassword == ""):
-		return errors.New("set both ADMIN_USER and ADMIN_PASSWORD, or neither")
 	}
-	return nil
+	return c.Common.Validate()
 }
 
 // migrateConfig is the environment of `api migrate`.
 type migrateConfig struct {
-	DatabaseURL string `envconfig:"DATABASE_URL" required:"true" desc:"PostgreSQL URL"`
-	LogFormat   string `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
-	LogLevel    string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	DatabaseURL string `env:"DATABASE_URL,required" desc:"PostgreSQL URL"`
+	LogFormat   string `env:"LOG_FORMAT" envDefault:"json" desc:"json or text"`
+	LogLevel    string `env:"LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
 }
 
 const usageHeader = `Usage: api [migrate]
@@ -90,27 +68,24 @@ const usageHeader = `Usage: api [migrate]
 Environment:
 `
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
+func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, stderr io.Writer) error {
 	cmd := ""
 	for _, a := range args[1:] {
-		switch a {
-		case "-h", "-help", "--help", "help":
-			return process.Usage(stdout, usageHeader, &config{})
-		case "migrate":
+		switch {
+		case service.IsHelp(a):
+			return service.Usage(stdout, usageHeader, &config{})
+		case a == "migrate":
 			cmd = a
 		default:
 			return fmt.Errorf("unknown argument %q (try -h)", a)
 		}
 	}
 	if cmd == "migrate" {
-		return runMigrate(ctx, stdout)
+		return runMigrate(ctx, lookup, stdout)
 	}
 
 	var cfg config
-	if err := envconfig.Process("", &cfg); err != nil {
+	if err := service.Config(lookup, &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := cfg.validate(); err != nil {
@@ -120,23 +95,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("config: API_CLIENTS: %w", err)
 	}
-	logger, err := process.NewLogger(stdout, cfg.LogFormat, cfg.LogLevel)
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	return serve(ctx, &cfg, clients, logger)
+	return serve(ctx, &cfg, clients, stdout)
 }
 
-func runMigrate(ctx context.Context, stdout io.Writer) error {
+func runMigrate(ctx context.Context, lookup service.LookupEnv, stdout io.Writer) error {
 	var cfg migrateConfig
-	if err := envconfig.Process("", &cfg); err != nil {
+	if err := service.Config(lookup, &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	logger, err := process.NewLogger(stdout, cfg.LogFormat, cfg.LogLevel)
+	logger, err := service.NewLogger(stdout, cfg.LogFormat, cfg.LogLevel)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	pool, err := process.OpenPool(ctx, cfg.DatabaseURL, process.PoolOpts{MaxConns: 4, ApplicationName: "leadintake-migrate"})
+	pool, err := service.OpenPool(ctx, cfg.DatabaseURL, service.PoolOpts{MaxConns: 4, ApplicationName: "leadintake-migrate"})
 	if err != nil {
 		return err
 	}
@@ -148,77 +119,64 @@ func runMigrate(ctx context.Context, stdout io.Writer) error {
 	return nil
 }
 
-func serve(ctx context.Context, cfg *config, clients intake.Clients, logger *slog.Logger) error {
-	pool, err := process.OpenPool(ctx, cfg.DatabaseURL, process.PoolOpts{MaxConns: 16, ApplicationName: "leadintake-api"})
+func serve(ctx context.Context, cfg *config, clients intake.Clients, stdout io.Writer) error {
+	p, err := service.Start(ctx, &cfg.Common, stdout, service.PoolOpts{MaxConns: 16, ApplicationName: "leadintake-api"})
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-
 	// An insert-only River client: no queues, never started. Its
 	// FetchCooldown bounds how often an insert also notifies the workers
 	// (River's default, 100 ms, would leave most jobs of a steady trickle
 	// waiting for the workers' poll).
-	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+	riverClient, err := river.NewClient(riverpgxv5.New(p.Pool), &river.Config{
 		FetchCooldown: 5 * time.Millisecond,
-		Logger:        process.RiverLogger(logger, cfg.LogLevel),
+		Logger:        service.RiverLogger(p.Logger, cfg.LogLevel),
 		MaxAttempts:   cfg.JobMaxAttempts,
 	})
 	if err != nil {
-		return fmt.Errorf("river client: %w", err)
+		return p.Abort(fmt.Errorf("river client: %w", err))
 	}
 
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	store := intake.NewStore(pool, jobs.Enqueuer(riverClient))
-	registry.MustRegister(intake.NewKeyStateCollector(store, logger))
-
+	st := store.New(p.Pool)
+	p.Registry.MustRegister(intake.NewKeyStateCollector(st, p.Logger))
 	api := intake.NewHandler(&intake.HandlerOpts{
-		Store:          store,
+		Store:          st,
+		Enqueue:        jobs.Enqueuer(riverClient),
 		Clients:        clients,
-		Decode:         intake.DecodeOpts{AllowedSources: nonEmpty(cfg.AllowedSources)},
+		Decode:         lead.DecodeOpts{AllowedSources: nonEmpty(cfg.AllowedSources)},
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		RequestTimeout: cfg.RequestTimeout,
-		Logger:         logger,
-		Metrics:        intake.NewMetrics(registry),
+		Logger:         p.Logger,
+		Metrics:        intake.NewMetrics(p.Registry),
 	})
-
-	adminHandler, err := admin.NewHandler(ctx, &admin.Opts{
-		Gatherer:    registry,
+	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{
+		Gatherer:    p.Registry,
 		User:        cfg.AdminUser,
 		Password:    cfg.AdminPassword,
 		RiverClient: riverClient,
-		Logger:      logger.With(slog.String("component", "riverui")),
+		Logger:      p.Logger.With(slog.String("component", "riverui")),
 	})
 	if err != nil {
-		return err
+		return p.Abort(err)
 	}
-
-	apiLn, err := net.Listen("tcp", cfg.APIAddr)
-	if err != nil {
-		return fmt.Errorf("API_ADDR: %w", err)
-	}
-	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
-	if err != nil {
-		apiLn.Close()
-		return fmt.Errorf("ADMIN_ADDR: %w", err)
-	}
-	logger.Info("api listening", slog.String("addr", apiLn.Addr().String()), slog.String("admin_addr", adminLn.Addr().String()),
-		slog.Bool("riverui", cfg.AdminUser != ""))
 
 	const readTimeout = 30 * time.Second
-	apiServer := process.NewServer(api, process.ServerOpts{
+	apiAddr, err := p.Listen("API_ADDR", cfg.APIAddr, service.NewServer(api, service.ServerOpts{
 		ReadTimeout:  readTimeout,
 		WriteTimeout: readTimeout + cfg.RequestTimeout + 5*time.Second,
-		Logger:       logger,
-	})
-	adminServer := process.NewServer(adminHandler, process.ServerOpts{Logger: logger})
-
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return process.Serve(gctx, apiServer, apiLn, cfg.ShutdownTimeout) })
-	g.Go(func() error { return process.Serve(gctx, adminServer, adminLn, cfg.ShutdownTimeout) })
-	err = g.Wait()
-	logger.Info("api stopped")
+		Logger:       p.Logger,
+	}))
+	if err != nil {
+		return p.Abort(err)
+	}
+	adminAddr, err := p.Listen("ADMIN_ADDR", cfg.AdminAddr, service.NewServer(adminHandler, service.ServerOpts{Logger: p.Logger}))
+	if err != nil {
+		return p.Abort(err)
+	}
+	p.Logger.Info("api listening", slog.String("addr", apiAddr.String()), slog.String("admin_addr", adminAddr.String()),
+		slog.Bool("riverui", cfg.AdminUser != ""))
+	err = p.Wait()
+	p.Logger.Info("api stopped")
 	return err
 }
 

@@ -37,9 +37,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/internal/system"
+	"github.com/leadintake/leadintake/lead"
 )
 
 // benchClient is the client id the api is configured with.
@@ -221,7 +221,7 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 
-	sub, err := intake.DecodeSubmission([]byte(benchBody), &intake.DecodeOpts{})
+	sub, err := lead.Decode([]byte(benchBody), &lead.DecodeOpts{})
 	if err != nil {
 		return fmt.Errorf("bench body: %w", err)
 	}
@@ -316,7 +316,7 @@ func serverVersion(ctx context.Context, serverURL string) (string, error) {
 	return v, nil
 }
 
-func runPgbenchPhases(ctx context.Context, o *options, bins *system.Binaries, sub *intake.Submission, res *results) error {
+func runPgbenchPhases(ctx context.Context, o *options, bins *system.Binaries, sub *lead.Payload, res *results) error {
 	bin, err := findPgbench(o.pgbench)
 	if err != nil {
 		return err

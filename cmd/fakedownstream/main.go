@@ -18,31 +18,26 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/leadintake/leadintake/downstream/fake"
-	"github.com/leadintake/leadintake/internal/process"
+	"github.com/leadintake/leadintake/internal/service"
 )
 
-func main() {
-	if err := run(context.Background(), os.Args, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "fakedownstream:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("fakedownstream", run) }
 
 // shutdownTimeout bounds the graceful stop; hung requests end at once.
 const shutdownTimeout = 5 * time.Second
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
+func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, stderr io.Writer) error {
+	getenv := func(name string) string { v, _ := lookup(name); return v }
+	envOr := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
 	fs := flag.NewFlagSet("fakedownstream", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -50,15 +45,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	addr := fs.String("addr", envOr("FAKE_ADDR", "127.0.0.1:9090"), "listen address (FAKE_ADDR)")
-	chaosSpec := fs.String("chaos", os.Getenv("FAKE_CHAOS"), `random faults for every target, e.g. "fail=0.1,hang=0.01,drop=0.05,delay=200ms,seed=1" (FAKE_CHAOS)`)
-	conflictDefault, err := envBool("FAKE_CREATE_CONFLICT")
+	chaosSpec := fs.String("chaos", getenv("FAKE_CHAOS"), `random faults for every target, e.g. "fail=0.1,hang=0.01,drop=0.05,delay=200ms,seed=1" (FAKE_CHAOS)`)
+	conflictDefault, err := envBool("FAKE_CREATE_CONFLICT", getenv("FAKE_CREATE_CONFLICT"))
 	if err != nil {
 		return err
 	}
 	createConflict := fs.Bool("create-conflict", conflictDefault, "POST /crm/leads answers 409 for an external_ref that has a record (FAKE_CREATE_CONFLICT)")
-	enrichmentToken := fs.String("enrichment-token", os.Getenv("ENRICHMENT_TOKEN"), "bearer token required by the enrichment service (ENRICHMENT_TOKEN)")
-	crmToken := fs.String("crm-token", os.Getenv("CRM_TOKEN"), "bearer token required by the CRM (CRM_TOKEN)")
-	notifyToken := fs.String("notify-token", os.Getenv("NOTIFY_TOKEN"), "bearer token required by the notification service (NOTIFY_TOKEN)")
+	enrichmentToken := fs.String("enrichment-token", getenv("ENRICHMENT_TOKEN"), "bearer token required by the enrichment service (ENRICHMENT_TOKEN)")
+	crmToken := fs.String("crm-token", getenv("CRM_TOKEN"), "bearer token required by the CRM (CRM_TOKEN)")
+	notifyToken := fs.String("notify-token", getenv("NOTIFY_TOKEN"), "bearer token required by the notification service (NOTIFY_TOKEN)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -74,7 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("FAKE_CHAOS: %w", err)
 	}
-	logger, err := process.NewLogger(stdout, "json", *logLevel)
+	logger, err := service.NewLogger(stdout, "json", *logLevel)
 	if err != nil {
 		return err
 	}
@@ -98,29 +93,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	logger.Info("fake downstream listening", slog.String("addr", ln.Addr().String()), slog.String("chaos", *chaosSpec))
 
-	srv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
+	srv := service.NewServer(s, service.ServerOpts{Logger: logger})
 	// Shutdown waits for requests in flight; hung ones would hold it.
 	srv.RegisterOnShutdown(s.Close)
-	err = process.Serve(ctx, srv, ln, shutdownTimeout)
+	err = service.Serve(ctx, srv, ln, shutdownTimeout)
 	logger.Info("fake downstream stopped")
 	return err
 }
 
-func envOr(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && v != "" {
-		return v
-	}
-	return def
-}
-
-// envBool reads a boolean variable; unset or empty is false.
-func envBool(name string) (bool, error) {
-	v := os.Getenv(name)
+// envBool reads the boolean variable name of value v; empty is false.
+func envBool(name, v string) (bool, error) {
 	if v == "" {
 		return false, nil
 	}

@@ -8,43 +8,26 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/internal/service"
+	"github.com/leadintake/leadintake/internal/testkit"
 )
-
-// logBuffer collects the process's log lines; run writes while the test reads.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // start runs the command on port 0 with extra flags and returns its base
 // URL, its logs and a function that stops it and returns run's error.
-func start(t *testing.T, flags ...string) (string, *logBuffer, func() error) {
+func start(t *testing.T, flags ...string) (string, *testkit.LockedBuffer, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	logs := &logBuffer{}
-	// Empty flags override whatever the developer's environment sets.
-	args := append([]string{"fakedownstream", "-addr", "127.0.0.1:0", "-log-level", "info",
-		"-chaos", "", "-create-conflict=false", "-enrichment-token", "", "-crm-token", "", "-notify-token", ""}, flags...)
+	logs := &testkit.LockedBuffer{}
+	// The environment is empty: only the flags count.
+	args := append([]string{"fakedownstream", "-addr", "127.0.0.1:0"}, flags...)
 	var runErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		runErr = run(ctx, args, logs, io.Discard)
+		runErr = run(ctx, args, service.MapEnv(nil), logs, io.Discard)
 	}()
 	stop := func() error {
 		cancel()
@@ -235,12 +218,14 @@ func TestRun(t *testing.T) {
 			{"fakedownstream", "-nope"},
 			{"fakedownstream", "extra"},
 		} {
-			if err := run(t.Context(), args, io.Discard, io.Discard); err == nil {
+			if err := run(t.Context(), args, service.MapEnv(nil), io.Discard, io.Discard); err == nil {
 				t.Errorf("run(%q) = nil, want an error", args)
 			}
 		}
-		if err := run(t.Context(), []string{"fakedownstream", "-h"}, io.Discard, io.Discard); err != nil {
+		if err := run(t.Context(), []string{"fakedownstream", "-h"}, service.MapEnv(nil), io.Discard, io.Discard); err != nil {
 			t.Errorf("-h: %v", err)
 		}
 	})
 }
+
+func TestMain(m *testing.M) { testkit.Main(m) }

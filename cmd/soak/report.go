@@ -95,9 +95,9 @@ func (c *checker) report(took time.Duration) *report {
 
 	states := map[string]int{}
 	for _, row := range c.rows {
-		s := row.state
+		s := string(row.state)
 		if row.failureCode != "" {
-			s += " " + row.failureCode
+			s += " " + string(row.failureCode)
 		}
 		states[s]++
 	}

@@ -31,7 +31,7 @@ func tokenOf(client string) string { return "soak-token-of-" + client }
 var (
 	workerEnv = []string{
 		"RETRY_BASE_DELAY=100ms", "RETRY_MAX_DELAY=2s",
-		"JOB_TIMEOUT=5s", "RESCUE_STUCK_AFTER=5s", "DOWNSTREAM_TIMEOUT=1s",
+		"JOB_TIMEOUT=5s", "RESCUE_STUCK_AFTER=15s", "DOWNSTREAM_TIMEOUT=1s",
 		"RECONCILE_INTERVAL=2s", "WORKER_CONCURRENCY=20",
 		"SHUTDOWN_TIMEOUT=5s",
 	}

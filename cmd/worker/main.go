@@ -1,7 +1,7 @@
 // Command worker runs leadintake's River workers: lead processing, the
-// periodic clean-up of expired keys and the reconciler, until SIGTERM or
-// SIGINT; then it stops fetching, lets running jobs finish within
-// SHUTDOWN_TIMEOUT, and exits 0.
+// periodic clean-up of expired keys, the reconciler and the orphan finisher,
+// until SIGTERM or SIGINT; then it stops fetching, lets running jobs finish
+// within SHUTDOWN_TIMEOUT, and exits 0.
 //
 // Configuration comes from the environment; `worker -h` lists it.
 package main
@@ -12,60 +12,50 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/internal/admin"
-	"github.com/leadintake/leadintake/internal/process"
+	"github.com/leadintake/leadintake/internal/service"
 	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 )
 
-func main() {
-	if err := run(context.Background(), os.Args, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
+func main() { service.Main("worker", run) }
+
+// config is the worker's environment.
+type config struct {
+	service.Common
+	AdminAddr          string        `env:"ADMIN_ADDR" envDefault:"127.0.0.1:8082" desc:"operators' listener: /metrics"`
+	EnrichmentURL      string        `env:"ENRICHMENT_URL" desc:"enrichment endpoint (POST); required unless SIMULATE_DOWNSTREAM"`
+	CRMURL             string        `env:"CRM_URL" desc:"CRM base URL (PUT/POST/GET .../leads); required unless SIMULATE_DOWNSTREAM"`
+	NotifyURL          string        `env:"NOTIFY_URL" desc:"notification endpoint (POST); required unless SIMULATE_DOWNSTREAM"`
+	EnrichmentToken    string        `env:"ENRICHMENT_TOKEN" desc:"sent as Authorization: Bearer to the enrichment service"`
+	CRMToken           string        `env:"CRM_TOKEN" desc:"sent as Authorization: Bearer to the CRM"`
+	NotifyToken        string        `env:"NOTIFY_TOKEN" desc:"sent as Authorization: Bearer to the notification service"`
+	CRMMode            string        `env:"CRM_MODE" envDefault:"upsert" desc:"upsert (PUT by external reference) or create (POST, look-up before any re-create)"`
+	DownstreamTimeout  time.Duration `env:"DOWNSTREAM_TIMEOUT" envDefault:"10s" desc:"per downstream HTTP call"`
+	JobMaxAttempts     int           `env:"JOB_MAX_ATTEMPTS" envDefault:"12" desc:"attempts of one lead job before its key is finished as failed"`
+	RetryBaseDelay     time.Duration `env:"RETRY_BASE_DELAY" envDefault:"1s" desc:"first back-off between attempts (doubles, with jitter)"`
+	RetryMaxDelay      time.Duration `env:"RETRY_MAX_DELAY" envDefault:"10m" desc:"longest back-off between attempts"`
+	JobTimeout         time.Duration `env:"JOB_TIMEOUT" envDefault:"60s" desc:"bound on one attempt of a lead job"`
+	RescueStuckAfter   time.Duration `env:"RESCUE_STUCK_AFTER" envDefault:"5m" desc:"a running job whose worker vanished is retried after this long (at least JOB_TIMEOUT + 10s)"`
+	KeyRetention       time.Duration `env:"KEY_RETENTION" envDefault:"168h" desc:"how long a finished key is kept after it finished"`
+	CleanupInterval    time.Duration `env:"CLEANUP_INTERVAL" envDefault:"1h" desc:"how often expired keys are deleted"`
+	ReconcileInterval  time.Duration `env:"RECONCILE_INTERVAL" envDefault:"1m" desc:"how often needs_reconciliation keys are looked up again and orphaned keys finished"`
+	WorkerConcurrency  int           `env:"WORKER_CONCURRENCY" envDefault:"50" desc:"lead jobs worked at once by this process"`
+	SimulateDownstream bool          `env:"SIMULATE_DOWNSTREAM" envDefault:"false" desc:"make no downstream calls; derive deterministic stand-in results (demos)"`
 }
 
-// config is the worker's environment. envconfig reads it from the process
-// environment, so tests that need other settings start the binary with them.
-type config struct {
-	DatabaseURL        string        `envconfig:"DATABASE_URL" required:"true" desc:"PostgreSQL URL (pool_max_conns, connect_timeout... may be set in it)"`
-	AdminAddr          string        `envconfig:"ADMIN_ADDR" default:"127.0.0.1:8082" desc:"operators' listener: /metrics"`
-	AdminUser          string        `envconfig:"ADMIN_USER" desc:"HTTP basic auth user of the admin listener"`
-	AdminPassword      string        `envconfig:"ADMIN_PASSWORD" desc:"HTTP basic auth password of the admin listener"`
-	EnrichmentURL      string        `envconfig:"ENRICHMENT_URL" desc:"enrichment endpoint (POST); required unless SIMULATE_DOWNSTREAM"`
-	CRMURL             string        `envconfig:"CRM_URL" desc:"CRM base URL (PUT/POST/GET .../leads); required unless SIMULATE_DOWNSTREAM"`
-	NotifyURL          string        `envconfig:"NOTIFY_URL" desc:"notification endpoint (POST); required unless SIMULATE_DOWNSTREAM"`
-	EnrichmentToken    string        `envconfig:"ENRICHMENT_TOKEN" desc:"sent as Authorization: Bearer to the enrichment service"`
-	CRMToken           string        `envconfig:"CRM_TOKEN" desc:"sent as Authorization: Bearer to the CRM"`
-	NotifyToken        string        `envconfig:"NOTIFY_TOKEN" desc:"sent as Authorization: Bearer to the notification service"`
-	CRMMode            string        `envconfig:"CRM_MODE" default:"upsert" desc:"upsert (PUT by external reference) or create (POST, look-up before any re-create)"`
-	DownstreamTimeout  time.Duration `envconfig:"DOWNSTREAM_TIMEOUT" default:"10s" desc:"per downstream HTTP call"`
-	JobMaxAttempts     int           `envconfig:"JOB_MAX_ATTEMPTS" default:"12" desc:"attempts of one lead job before its key is finished as failed"`
-	RetryBaseDelay     time.Duration `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first back-off between attempts (doubles, with jitter)"`
-	RetryMaxDelay      time.Duration `envconfig:"RETRY_MAX_DELAY" default:"10m" desc:"longest back-off between attempts"`
-	JobTimeout         time.Duration `envconfig:"JOB_TIMEOUT" default:"60s" desc:"bound on one attempt of a lead job"`
-	RescueStuckAfter   time.Duration `envconfig:"RESCUE_STUCK_AFTER" default:"5m" desc:"a running job whose worker vanished is retried after this long (at least JOB_TIMEOUT)"`
-	KeyRetention       time.Duration `envconfig:"KEY_RETENTION" default:"168h" desc:"how long a finished key is kept after it finished"`
-	CleanupInterval    time.Duration `envconfig:"CLEANUP_INTERVAL" default:"1h" desc:"how often expired keys are deleted"`
-	ReconcileInterval  time.Duration `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often needs_reconciliation keys are looked up again and orphaned keys finished"`
-	WorkerConcurrency  int           `envconfig:"WORKER_CONCURRENCY" default:"50" desc:"lead jobs worked at once by this process"`
-	ShutdownTimeout    time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"graceful-stop budget"`
-	SimulateDownstream bool          `envconfig:"SIMULATE_DOWNSTREAM" default:"false" desc:"make no downstream calls; derive deterministic stand-in results (demos)"`
-	LogFormat          string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
-	LogLevel           string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
-}
+// rescueMargin is how much longer than JOB_TIMEOUT a job must be left
+// running before it counts as stuck: an attempt past its time-out still
+// writes its last results (each write bounded by 10 s), and a job rescued
+// meanwhile would run twice.
+const rescueMargin = 10 * time.Second
 
 func (c *config) validate() error {
 	for _, d := range []struct {
@@ -75,29 +65,26 @@ func (c *config) validate() error {
 		{"DOWNSTREAM_TIMEOUT", c.DownstreamTimeout}, {"JOB_TIMEOUT", c.JobTimeout},
 		{"RETRY_BASE_DELAY", c.RetryBaseDelay}, {"KEY_RETENTION", c.KeyRetention},
 		{"CLEANUP_INTERVAL", c.CleanupInterval}, {"RECONCILE_INTERVAL", c.ReconcileInterval},
-		{"SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
 	} {
 		if d.v <= 0 {
 			return fmt.Errorf("%s must be positive", d.name)
 		}
 	}
 	switch {
-	case c.CRMMode != jobs.CRMModeUpsert && c.CRMMode != jobs.CRMModeCreate:
+	case c.CRMMode != string(lead.ModeUpsert) && c.CRMMode != string(lead.ModeCreate):
 		return fmt.Errorf("CRM_MODE: %q is not one of upsert, create", c.CRMMode)
 	case !c.SimulateDownstream && (c.EnrichmentURL == "" || c.CRMURL == "" || c.NotifyURL == ""):
 		return errors.New("ENRICHMENT_URL, CRM_URL and NOTIFY_URL are required unless SIMULATE_DOWNSTREAM=true")
 	case c.RetryMaxDelay < c.RetryBaseDelay:
 		return errors.New("RETRY_MAX_DELAY must be at least RETRY_BASE_DELAY")
-	case c.RescueStuckAfter < c.JobTimeout:
-		return errors.New("RESCUE_STUCK_AFTER must be at least JOB_TIMEOUT")
+	case c.RescueStuckAfter < c.JobTimeout+rescueMargin:
+		return fmt.Errorf("RESCUE_STUCK_AFTER must be at least JOB_TIMEOUT + %s: a job rescued while its attempt still writes would run twice", rescueMargin)
 	case c.JobMaxAttempts < 1:
 		return errors.New("JOB_MAX_ATTEMPTS must be at least 1")
 	case c.WorkerConcurrency < 1:
 		return errors.New("WORKER_CONCURRENCY must be at least 1")
-	case (c.AdminUser == "") != (c.AdminPassword == ""):
-		return errors.New("set both ADMIN_USER and ADMIN_PASSWORD, or neither")
 	}
-	return nil
+	return c.Common.Validate()
 }
 
 const usageHeader = `Usage: worker
@@ -108,89 +95,82 @@ reconciliation) until SIGTERM or SIGINT.
 Environment:
 `
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
+func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, stderr io.Writer) error {
 	for _, a := range args[1:] {
-		switch a {
-		case "-h", "-help", "--help", "help":
-			return process.Usage(stdout, usageHeader, &config{})
-		default:
-			return fmt.Errorf("unknown argument %q (try -h)", a)
+		if service.IsHelp(a) {
+			return service.Usage(stdout, usageHeader, &config{})
 		}
+		return fmt.Errorf("unknown argument %q (try -h)", a)
 	}
-
 	var cfg config
-	if err := envconfig.Process("", &cfg); err != nil {
+	if err := service.Config(lookup, &cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	logger, err := process.NewLogger(stdout, cfg.LogFormat, cfg.LogLevel)
-	if err != nil {
-		return fmt.Errorf("config: %w", err)
+	dcfg := downstream.Config{
+		EnrichmentURL: cfg.EnrichmentURL, CRMURL: cfg.CRMURL, NotifyURL: cfg.NotifyURL,
+		EnrichmentToken: cfg.EnrichmentToken, CRMToken: cfg.CRMToken, NotifyToken: cfg.NotifyToken,
+		Timeout: cfg.DownstreamTimeout,
 	}
-	return work(ctx, &cfg, logger)
+	if !cfg.SimulateDownstream {
+		if err := dcfg.Validate(); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	return work(ctx, &cfg, dcfg, stdout)
 }
 
-func work(ctx context.Context, cfg *config, logger *slog.Logger) error {
+func work(ctx context.Context, cfg *config, dcfg downstream.Config, stdout io.Writer) error {
 	// A job holds a connection only while it reads or writes its lead, not
 	// during downstream calls, so the pool is smaller than the concurrency.
-	pool, err := process.OpenPool(ctx, cfg.DatabaseURL, process.PoolOpts{
+	p, err := service.Start(ctx, &cfg.Common, stdout, service.PoolOpts{
 		MaxConns:        int32(min(cfg.WorkerConcurrency+5, 20)),
 		ApplicationName: "leadintake-worker",
 	})
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := jobs.NewMetrics(registry)
-
 	var ds jobs.Downstream = downstream.Simulator{}
-	if !cfg.SimulateDownstream {
-		client, err := downstream.NewClient(downstream.Config{
-			EnrichmentURL: cfg.EnrichmentURL, CRMURL: cfg.CRMURL, NotifyURL: cfg.NotifyURL,
-			EnrichmentToken: cfg.EnrichmentToken, CRMToken: cfg.CRMToken, NotifyToken: cfg.NotifyToken,
-			Timeout: cfg.DownstreamTimeout,
-			Metrics: downstream.NewMetrics(registry),
-		})
+	if cfg.SimulateDownstream {
+		p.Logger.Warn("SIMULATE_DOWNSTREAM is set: no downstream call is made, results are stand-ins")
+	} else {
+		dcfg.Metrics = downstream.NewMetrics(p.Registry)
+		client, err := downstream.NewClient(dcfg)
 		if err != nil {
-			return fmt.Errorf("config: %w", err)
+			return p.Abort(err)
 		}
 		ds = client
-	} else {
-		logger.Warn("SIMULATE_DOWNSTREAM is set: no downstream call is made, results are stand-ins")
 	}
-
+	metrics := jobs.NewMetrics(p.Registry)
 	jobsCfg := jobs.Config{
-		Pool: pool, Downstream: ds, CRMMode: cfg.CRMMode, KeyRetention: cfg.KeyRetention,
-		Logger: logger, Metrics: metrics,
+		Store: store.New(p.Pool), Downstream: ds, CRMMode: lead.Mode(cfg.CRMMode), KeyRetention: cfg.KeyRetention,
+		Logger: p.Logger, Metrics: metrics,
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, jobs.NewProcessLeadWorker(jobsCfg))
 	river.AddWorker(workers, jobs.NewCleanupWorker(jobsCfg))
 	river.AddWorker(workers, jobs.NewReconcileWorker(jobsCfg))
+	river.AddWorker(workers, jobs.NewFinishOrphansWorker(jobsCfg))
+	periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
+		return river.NewPeriodicJob(river.PeriodicInterval(every),
+			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
+			&river.PeriodicJobOpts{ID: args.Kind(), RunOnStart: true})
+	}
 
-	riverClient, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+	riverClient, err := river.NewClient(riverpgxv5.New(p.Pool), &river.Config{
 		// River reports routine counts at info level: warnings and up only.
-		Logger: process.RiverLogger(logger, cfg.LogLevel),
+		Logger: service.RiverLogger(p.Logger, cfg.LogLevel),
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault:    {MaxWorkers: cfg.WorkerConcurrency},
-			jobs.QueueMaintenance: {MaxWorkers: 2},
+			jobs.QueueMaintenance: {MaxWorkers: 3},
 		},
 		Workers: workers,
 		PeriodicJobs: []*river.PeriodicJob{
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.CleanupInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return jobs.CleanupArgs{}, nil },
-				&river.PeriodicJobOpts{ID: "cleanup_keys", RunOnStart: true}),
-			river.NewPeriodicJob(river.PeriodicInterval(cfg.ReconcileInterval),
-				func() (river.JobArgs, *river.InsertOpts) { return jobs.ReconcileArgs{}, nil },
-				&river.PeriodicJobOpts{ID: "reconcile_keys", RunOnStart: true}),
+			periodic(cfg.CleanupInterval, jobs.CleanupArgs{}),
+			periodic(cfg.ReconcileInterval, jobs.ReconcileArgs{}),
+			periodic(cfg.ReconcileInterval, jobs.FinishOrphansArgs{}),
 		},
 		MaxAttempts:          cfg.JobMaxAttempts,
 		RetryPolicy:          &jobs.RetryPolicy{Base: cfg.RetryBaseDelay, Max: cfg.RetryMaxDelay},
@@ -204,33 +184,32 @@ func work(ctx context.Context, cfg *config, logger *slog.Logger) error {
 		FetchPollInterval: 50 * time.Millisecond,
 	})
 	if err != nil {
-		return fmt.Errorf("river client: %w", err)
+		return p.Abort(fmt.Errorf("river client: %w", err))
 	}
-	registry.MustRegister(newJobEventCollector(riverClient))
+	metrics.CountJobEvents(riverClient)
 
-	adminHandler, err := admin.NewHandler(ctx, &admin.Opts{Gatherer: registry, User: cfg.AdminUser, Password: cfg.AdminPassword})
+	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{Gatherer: p.Registry, User: cfg.AdminUser, Password: cfg.AdminPassword})
 	if err != nil {
-		return err
+		return p.Abort(err)
 	}
-	adminLn, err := net.Listen("tcp", cfg.AdminAddr)
+	adminAddr, err := p.Listen("ADMIN_ADDR", cfg.AdminAddr, service.NewServer(adminHandler, service.ServerOpts{Logger: p.Logger}))
 	if err != nil {
-		return fmt.Errorf("ADMIN_ADDR: %w", err)
+		return p.Abort(err)
 	}
-	adminServer := process.NewServer(adminHandler, process.ServerOpts{Logger: logger})
-	adminDone := make(chan error, 1)
-	go func() { adminDone <- process.Serve(ctx, adminServer, adminLn, cfg.ShutdownTimeout) }()
-
-	// Cancelling ctx (a signal) starts River's soft stop: no new jobs;
-	// running ones get SoftStopTimeout, then their contexts are cancelled.
-	if err := riverClient.Start(ctx); err != nil {
-		return fmt.Errorf("river start: %w", err)
+	// The end of the process's context (a signal) starts River's soft stop:
+	// no new jobs; running ones get SoftStopTimeout, then their contexts
+	// are cancelled.
+	if err := riverClient.Start(p.Context()); err != nil {
+		return p.Abort(fmt.Errorf("river start: %w", err))
 	}
-	logger.Info("worker started", slog.String("admin_addr", adminLn.Addr().String()),
+	p.Go(func(context.Context) error {
+		<-riverClient.Stopped()
+		return nil
+	})
+	p.Logger.Info("worker started", slog.String("admin_addr", adminAddr.String()),
 		slog.String("crm_mode", cfg.CRMMode), slog.Int("concurrency", cfg.WorkerConcurrency),
 		slog.Bool("simulate_downstream", cfg.SimulateDownstream))
-
-	<-riverClient.Stopped()
-	err = <-adminDone
-	logger.Info("worker stopped")
+	err = p.Wait()
+	p.Logger.Info("worker stopped")
 	return err
 }

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/leadintake/leadintake/downstream/fake"
-	"github.com/leadintake/leadintake/internal/leakcheck"
+	"github.com/leadintake/leadintake/internal/testkit"
 )
 
 // TestMain fails the package when goroutines outlive its tests: hung
 // requests must end when the fake is closed.
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // bundle is one fake served over HTTP/1.1 with a client of its own.
 type bundle struct {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/leadintake/leadintake/internal/admin"
 	"github.com/leadintake/leadintake/internal/dbtest"
-	"github.com/leadintake/leadintake/internal/process"
+	"github.com/leadintake/leadintake/internal/service"
 )
 
 // newAdmin serves the api's admin listener, River UI included, over real
@@ -34,7 +34,7 @@ func newAdmin(t *testing.T) string {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(nil)
-	srv.Config = process.NewServer(h, process.ServerOpts{})
+	srv.Config = service.NewServer(h, service.ServerOpts{})
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv.URL

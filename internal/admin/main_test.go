@@ -3,7 +3,7 @@ package admin_test
 import (
 	"testing"
 
-	"github.com/leadintake/leadintake/internal/leakcheck"
+	"github.com/leadintake/leadintake/internal/testkit"
 )
 
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+func TestMain(m *testing.M) { testkit.Main(m) }

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/internal/faultproxy"
+	"github.com/leadintake/leadintake/internal/testkit"
 )
 
 // patience bounds every wait for something that must happen. It is far
@@ -26,19 +25,7 @@ import (
 // unless they are failing.
 const patience = 30 * time.Second
 
-// TestMain fails the run if any goroutine of a proxy outlives the tests: each
-// test closes its proxies, and Close promises to wait for all of them. (The
-// module does not depend on goleak; the check reads the goroutine dump.)
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaked := lingeringProxyGoroutines(); len(leaked) > 0 {
-			fmt.Fprintf(os.Stderr, "faultproxy: %d goroutines outlived the tests:\n\n%s\n", len(leaked), strings.Join(leaked, "\n\n"))
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // lingeringProxyGoroutines returns the stacks of the goroutines still
 // running a Proxy method after a short grace: a goroutine that Close has

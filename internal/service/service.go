@@ -1,7 +1,8 @@
-// Package process holds what both leadintake binaries do the same way: the
-// logger, the database pool, and serving HTTP until the process is told to
-// stop.
-package process
+// Package service is how every leadintake binary runs: the thin main, the
+// configuration read from the environment (Config, Usage), the logger, the
+// database pool, the metrics registry, and the listeners and background
+// work that run until the process is told to stop (Process).
+package service
 
 import (
 	"context"
@@ -12,13 +13,66 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/signal"
 	"strings"
-	"text/tabwriter"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/kelseyhightower/envconfig"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
 )
+
+// RunFunc is a binary's whole program: its arguments (the program's name
+// first), its environment, and where it writes.
+type RunFunc func(ctx context.Context, args []string, lookup LookupEnv, stdout, stderr io.Writer) error
+
+// Main runs run for the process, and exits 1 with one line "name: error" on
+// stderr when it fails. SIGINT and SIGTERM cancel run's context.
+func Main(name string, run RunFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.LookupEnv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+// IsHelp reports whether arg asks for the usage.
+func IsHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// Common is the environment every serving process reads.
+type Common struct {
+	DatabaseURL     string        `env:"DATABASE_URL,required" desc:"PostgreSQL URL (pool_max_conns, connect_timeout... may be set in it)"`
+	AdminUser       string        `env:"ADMIN_USER" desc:"HTTP basic auth user of the admin listener"`
+	AdminPassword   string        `env:"ADMIN_PASSWORD" desc:"HTTP basic auth password of the admin listener"`
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" desc:"graceful-stop budget"`
+	LogFormat       string        `env:"LOG_FORMAT" envDefault:"json" desc:"json or text"`
+	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
+}
+
+// Validate checks what Common holds beyond its types.
+func (c *Common) Validate() error {
+	switch {
+	case c.ShutdownTimeout <= 0:
+		return errors.New("SHUTDOWN_TIMEOUT must be positive")
+	case (c.AdminUser == "") != (c.AdminPassword == ""):
+		return errors.New("set both ADMIN_USER and ADMIN_PASSWORD, or neither")
+	}
+	if _, err := NewLogger(io.Discard, c.LogFormat, c.LogLevel); err != nil {
+		return err
+	}
+	return nil
+}
 
 // NewLogger returns a structured logger writing one event per line to w:
 // JSON unless format is "text"; level is debug, info, warn or error.
@@ -87,6 +141,74 @@ func redact(err error, databaseURL string) error {
 		}
 	}
 	return errors.New(msg)
+}
+
+// Process is a running serving process: what every binary has (a logger, a
+// pool, a metrics registry) and the work it does until its context ends.
+type Process struct {
+	Logger   *slog.Logger
+	Pool     *pgxpool.Pool
+	Registry *prometheus.Registry
+
+	common *Common
+	group  *errgroup.Group
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// Start opens what a process needs: the logger (on stdout), the pool and a
+// registry holding the Go runtime's and the process's own metrics. The
+// process's work stops when ctx ends; Wait waits for it.
+func Start(ctx context.Context, c *Common, stdout io.Writer, pool PoolOpts) (*Process, error) {
+	logger, err := NewLogger(stdout, c.LogFormat, c.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	p, err := OpenPool(ctx, c.DatabaseURL, pool)
+	if err != nil {
+		return nil, err
+	}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ctx, cancel := context.WithCancel(ctx)
+	group, gctx := errgroup.WithContext(ctx)
+	return &Process{Logger: logger, Pool: p, Registry: registry, common: c, group: group, ctx: gctx, cancel: cancel}, nil
+}
+
+// Context is done when the process is told to stop, or when any of its work
+// failed.
+func (p *Process) Context() context.Context { return p.ctx }
+
+// Go runs fn as part of the process's work; its error stops the process.
+func (p *Process) Go(fn func(ctx context.Context) error) {
+	p.group.Go(func() error { return fn(p.ctx) })
+}
+
+// Listen opens addr for the listener named by variable (API_ADDR,
+// ADMIN_ADDR), and serves srv on it as part of the process's work, until
+// the process stops: then it shuts down gracefully within SHUTDOWN_TIMEOUT.
+func (p *Process) Listen(variable, addr string, srv *http.Server) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", variable, err)
+	}
+	p.Go(func(ctx context.Context) error { return Serve(ctx, srv, ln, p.common.ShutdownTimeout) })
+	return ln.Addr(), nil
+}
+
+// Wait waits for the process's work to end, and closes the pool.
+func (p *Process) Wait() error {
+	err := p.group.Wait()
+	p.cancel()
+	p.Pool.Close()
+	return err
+}
+
+// Abort stops the process's work because its start failed with err, waits
+// for it, and returns err.
+func (p *Process) Abort(err error) error {
+	p.cancel()
+	return errors.Join(err, p.Wait())
 }
 
 // Limits every listener of both binaries applies to a request's headers: all
@@ -173,15 +295,4 @@ func (h *minLevelHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h *minLevelHandler) WithGroup(name string) slog.Handler {
 	return &minLevelHandler{Handler: h.Handler.WithGroup(name), min: h.min}
-}
-
-// Usage prints header and the table of the environment variables of spec,
-// an envconfig specification, with their defaults.
-func Usage(w io.Writer, header string, spec any) error {
-	fmt.Fprint(w, header)
-	tw := tabwriter.NewWriter(w, 1, 0, 4, ' ', 0)
-	if err := envconfig.Usagef("", spec, tw, envconfig.DefaultTableFormat); err != nil {
-		return err
-	}
-	return tw.Flush()
 }
