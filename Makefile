@@ -5,6 +5,7 @@ GO ?= go
 # go.mod's version for this, so it is exported here.
 export GOTOOLCHAIN = go1.27.3
 TEST_TIMEOUT ?= 12m
+STATICCHECK_VERSION = v0.8.2
 
 .DEFAULT_GOAL := help
 .PHONY: help run test fuzz bench soak vuln lint build
@@ -38,6 +39,7 @@ soak: ## a chaos soak of the whole system (about 2 minutes; SOAK_FLAGS=-duration
 vuln: ## govulncheck
 	./scripts/govulncheck.sh
 
-lint: ## go vet and gofmt
+lint: ## go vet, staticcheck and gofmt
 	$(GO) vet ./...
-	@test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	@gofmt="$$($(GO) env GOROOT)/bin/gofmt"; test -z "$$($$gofmt -l .)" || { $$gofmt -l .; exit 1; }

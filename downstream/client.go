@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/leadintake/leadintake/lead"
 )
 
 // Targets, as used in errors and metrics.
@@ -44,23 +46,15 @@ type Enrichment struct {
 	Country     *string `json:"country,omitempty"`
 }
 
-// CRMLead is the record sent to the CRM: the lead, its score and tier, its
-// enrichment and its external reference.
+// CRMLead is the record sent to the CRM: the lead (its members inline), its
+// score and tier, its enrichment and its external reference.
 type CRMLead struct {
-	ExternalRef string            `json:"external_ref"`
-	LeadID      string            `json:"lead_id"`
-	Email       string            `json:"email"`
-	Source      string            `json:"source"`
-	Name        string            `json:"name,omitempty"`
-	Company     string            `json:"company,omitempty"`
-	Phone       string            `json:"phone,omitempty"`
-	Website     string            `json:"website,omitempty"`
-	Message     string            `json:"message,omitempty"`
-	UTM         map[string]string `json:"utm,omitempty"`
-	Consent     *bool             `json:"consent,omitempty"`
-	Score       int               `json:"score"`
-	Tier        string            `json:"tier"`
-	Enrichment  *Enrichment       `json:"enrichment"`
+	ExternalRef string `json:"external_ref"`
+	LeadID      string `json:"lead_id"`
+	lead.Lead
+	Score      int         `json:"score"`
+	Tier       string      `json:"tier"`
+	Enrichment *Enrichment `json:"enrichment"`
 }
 
 // Notification is the sales notification of an accepted lead. Every member

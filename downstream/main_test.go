@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
 	"io"
 	"net"
 	"net/http"
@@ -114,8 +115,11 @@ const (
 func crmLead() *downstream.CRMLead {
 	return &downstream.CRMLead{
 		ExternalRef: leadRef, LeadID: "0190d6a4-0000-7000-8000-000000000001",
-		Email: leadEmail, Source: "referral", Name: leadName, Company: "Analytical Engines",
-		Phone: "+44 20 7946 0000", Score: 85, Tier: "hot",
+		Lead: lead.Lead{
+			Email: leadEmail, Source: "referral", Name: leadName, Company: "Analytical Engines",
+			Phone: "+44 20 7946 0000",
+		},
+		Score: 85, Tier: "hot",
 	}
 }
 

@@ -255,9 +255,7 @@ func TestLogsHoldNoPersonalData(t *testing.T) {
 	for _, k := range piiKeys {
 		secrets = append(secrets, k)
 	}
-	for _, k := range []string{"QzWokA", "QzWrejB", "QzWtrnC", "QzWexhD", "QzWinvE", "QzWunkF", "QzWunaG"} {
-		secrets = append(secrets, k)
-	}
+	secrets = append(secrets, "QzWokA", "QzWrejB", "QzWtrnC", "QzWexhD", "QzWinvE", "QzWunkF", "QzWunaG")
 
 	outputs := map[string]string{"api": api.Output(), "worker": worker.Output(), "fakedownstream": fake.Output()}
 	for name, out := range outputs {

@@ -67,7 +67,7 @@ func TestProcessLeadCreateMode(t *testing.T) {
 				// The record exists already, made by an earlier life of
 				// the key.
 				if _, err := bundle.crm.UpsertLead(context.Background(), &downstream.CRMLead{
-					ExternalRef: ref, Email: "ada@example.com", Source: "referral",
+					ExternalRef: ref, Lead: lead.Lead{Email: "ada@example.com", Source: "referral"},
 				}); err != nil {
 					t.Fatalf("pre-existing record: %v", err)
 				}

@@ -262,9 +262,7 @@ func (r *leadRun) crmRecord(s lead.State) *downstream.CRMLead {
 	l := &r.lead.Lead
 	score, tier := lead.Score(l, s.Enriched())
 	return &downstream.CRMLead{
-		ExternalRef: r.lead.ExternalRef, LeadID: r.lead.ID.String(),
-		Email: l.Email, Source: l.Source, Name: l.Name, Company: l.Company, Phone: l.Phone,
-		Website: l.Website, Message: l.Message, UTM: l.UTM, Consent: l.Consent,
+		ExternalRef: r.lead.ExternalRef, LeadID: r.lead.ID.String(), Lead: *l,
 		Score: score, Tier: string(tier), Enrichment: r.enrichment,
 	}
 }

@@ -68,7 +68,6 @@ type phase struct {
 
 	mu         sync.Mutex
 	violations map[string][]string
-	counts     map[string]int
 }
 
 // violate records a broken invariant.
