@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,18 @@ type CRMLead struct {
 	Score      int         `json:"score"`
 	Tier       string      `json:"tier"`
 	Enrichment *Enrichment `json:"enrichment"`
+	// Amendment is the lead's number along a chain of amendments (0 for
+	// none): its write carries the Idempotency-Key external_ref:amend:N
+	// instead of external_ref.
+	Amendment int `json:"-"`
+}
+
+// idempotencyKey is the Idempotency-Key of the lead's CRM write.
+func (l *CRMLead) idempotencyKey() string {
+	if l.Amendment > 0 {
+		return l.ExternalRef + ":amend:" + strconv.Itoa(l.Amendment)
+	}
+	return l.ExternalRef
 }
 
 // Notification is the sales notification of an accepted lead. Every member
@@ -67,6 +80,20 @@ type Notification struct {
 	Email       string `json:"email"`
 	Name        string `json:"name"`
 	Company     string `json:"company"`
+	// Amends is the id of the lead an amendment amends; absent otherwise.
+	Amends string `json:"amends,omitempty"`
+	// Amendment is the lead's number along a chain of amendments (0 for
+	// none): its Idempotency-Key is external_ref:notify:N instead of
+	// external_ref:notify.
+	Amendment int `json:"-"`
+}
+
+// idempotencyKey is the Idempotency-Key of the notification.
+func (n *Notification) idempotencyKey() string {
+	if n.Amendment > 0 {
+		return n.ExternalRef + ":notify:" + strconv.Itoa(n.Amendment)
+	}
+	return n.ExternalRef + ":notify"
 }
 
 // Config says where the downstream services are.
@@ -153,12 +180,13 @@ func (c *Client) Enrich(ctx context.Context, req *EnrichmentRequest) (*Enrichmen
 }
 
 // UpsertLead puts the lead to the CRM under its external reference
-// (PUT CRM_URL/leads/{external_ref}, Idempotency-Key: external_ref), safe to
-// repeat, and returns the CRM's id.
+// (PUT CRM_URL/leads/{external_ref}, Idempotency-Key: external_ref, or
+// external_ref:amend:N for an amendment), safe to repeat, and returns the
+// CRM's id.
 func (c *Client) UpsertLead(ctx context.Context, lead *CRMLead) (string, error) {
 	u := c.crmBase + "/leads/" + url.PathEscape(lead.ExternalRef)
 	var out crmAnswer
-	if _, err := c.do(ctx, c.crm, TargetCRMUpsert, http.MethodPut, u, lead, lead.ExternalRef, false, &out, http.StatusOK, http.StatusCreated); err != nil {
+	if _, err := c.do(ctx, c.crm, TargetCRMUpsert, http.MethodPut, u, lead, lead.idempotencyKey(), false, &out, http.StatusOK, http.StatusCreated); err != nil {
 		return "", err
 	}
 	return out.id(TargetCRMUpsert)
@@ -170,7 +198,7 @@ func (c *Client) UpsertLead(ctx context.Context, lead *CRMLead) (string, error) 
 // look-up.
 func (c *Client) CreateLead(ctx context.Context, lead *CRMLead) (string, error) {
 	var out crmAnswer
-	if _, err := c.do(ctx, c.crm, TargetCRMCreate, http.MethodPost, c.crmBase+"/leads", lead, lead.ExternalRef, false, &out, http.StatusCreated, http.StatusOK); err != nil {
+	if _, err := c.do(ctx, c.crm, TargetCRMCreate, http.MethodPost, c.crmBase+"/leads", lead, lead.idempotencyKey(), false, &out, http.StatusCreated, http.StatusOK); err != nil {
 		return "", err
 	}
 	return out.id(TargetCRMCreate)
@@ -190,9 +218,10 @@ func (c *Client) LookupLead(ctx context.Context, externalRef string) (id string,
 }
 
 // Notify sends the sales notification, with Idempotency-Key
-// external_ref + ":notify" so that a repeat is recognised as one.
+// external_ref + ":notify" (":notify:N" for the N-th amendment) so that a
+// repeat is recognised as one.
 func (c *Client) Notify(ctx context.Context, n *Notification) error {
-	_, err := c.do(ctx, c.notify, TargetNotify, http.MethodPost, c.notify.url, n, n.ExternalRef+":notify", false, nil)
+	_, err := c.do(ctx, c.notify, TargetNotify, http.MethodPost, c.notify.url, n, n.idempotencyKey(), false, nil)
 	return err
 }
 

@@ -53,6 +53,11 @@ type testAPIOpts struct {
 	MaxBodyBytes   int64
 	// Registry, when set, receives the API's metrics.
 	Registry *prometheus.Registry
+	// MaxWait bounds Prefer: wait; default intake.DefaultMaxWait.
+	MaxWait time.Duration
+	// Listen, when set, hears the finishing transactions' notifications
+	// (store.Listen) for the waiting requests.
+	Listen bool
 }
 
 // testAPI is the public API served over real HTTP, on a database of its own,
@@ -105,7 +110,19 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 	if opts.Registry != nil {
 		metrics = intake.NewMetrics(opts.Registry)
 	}
+	waiters := intake.NewWaiters(0)
+	if opts.Listen {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			store.Listen(ctx, storePool.Config().ConnConfig.Copy(), store.ListenOpts{Finished: waiters.Finished, Up: waiters.Listening})
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+	}
 	handler := intake.NewHandler(&intake.HandlerOpts{
+		Waiters:        waiters,
+		MaxWait:        opts.MaxWait,
 		Store:          store.New(storePool),
 		Enqueue:        jobs.Enqueuer(riverClient),
 		Clients:        clients,
@@ -389,4 +406,6 @@ type operationBody struct {
 		Status int             `json:"status"`
 		Body   json.RawMessage `json:"body"`
 	} `json:"response"`
+	Supersedes   *string `json:"supersedes"`
+	SupersededBy *string `json:"superseded_by"`
 }

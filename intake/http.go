@@ -10,8 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -59,6 +62,11 @@ type HandlerOpts struct {
 	Logger *slog.Logger
 	// Metrics may be nil.
 	Metrics *Metrics
+	// Waiters holds the requests that ask to wait (Prefer: wait); MaxWait
+	// bounds the wait. Defaults: a set of DefaultMaxWaiters, which nothing
+	// wakes but its poll, and DefaultMaxWait.
+	Waiters *Waiters
+	MaxWait time.Duration
 }
 
 // NewHandler returns the public HTTP API.
@@ -72,6 +80,12 @@ func NewHandler(opts *HandlerOpts) *echo.Echo {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Waiters == nil {
+		o.Waiters = NewWaiters(0)
+	}
+	if o.MaxWait <= 0 {
+		o.MaxWait = DefaultMaxWait
 	}
 
 	e := echo.New()
@@ -199,7 +213,7 @@ type processingBody struct {
 	StatusURL      string `json:"status_url"`
 }
 
-func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, decode *lead.DecodeOpts, maxBody int64, timeout time.Duration) echo.HandlerFunc {
+func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, waiters *Waiters, decode *lead.DecodeOpts, maxBody int64, timeout time.Duration) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		clientID := c.Get(ctxClientID).(string)
@@ -208,6 +222,13 @@ func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, decode *lead.D
 			return err
 		}
 		c.Set(ctxRef, ExternalRef(clientID, key))
+		supersedes, err := ParseSupersedes(req.Header.Values("Supersedes"))
+		if err != nil {
+			return err
+		}
+		if supersedes == key {
+			return response.Errorf(response.CodeSupersedesInvalid, "a request cannot supersede its own Idempotency-Key")
+		}
 		if mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mt != echo.MIMEApplicationJSON {
 			return response.Errorf(response.CodeUnsupportedMediaType, "send Content-Type: application/json")
 		}
@@ -218,6 +239,9 @@ func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, decode *lead.D
 		payload, err := lead.Decode(body, decode)
 		if err != nil {
 			return err
+		}
+		if supersedes != "" {
+			payload.Supersede(supersedes)
 		}
 
 		// The claim runs to its end even if the caller hangs up: a half-done
@@ -233,28 +257,61 @@ func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, decode *lead.D
 		c.Set(ctxOutcome, res.Outcome.String())
 
 		h := c.Response().Header()
-		h.Set("Idempotency-Key", key)
 		switch res.Outcome {
 		case store.OutcomeClaimed, store.OutcomeReopened, store.OutcomeInProgress:
-			replayed := "false"
-			if res.Outcome == store.OutcomeInProgress {
-				replayed = "true"
+			h.Set("Idempotency-Key", key)
+			replayed := res.Outcome == store.OutcomeInProgress
+			h.Set("Idempotent-Replayed", strconv.FormatBool(replayed))
+			state := res.State
+			if d := waitOf(c); d > 0 {
+				op := holdUntilFinished(c, st, waiters, clientID, key, res.LeadID, d, timeout)
+				if op != nil && op.Response != nil {
+					// A new key that finished in time is answered with its
+					// final response, and is no replay.
+					return c.Blob(op.Response.Status, echo.MIMEApplicationJSON, op.Response.Body)
+				}
+				if op != nil {
+					state = op.State
+				}
 			}
-			h.Set("Idempotent-Replayed", replayed)
 			statusURL := "/v1/operations/" + key
 			h.Set(echo.HeaderLocation, statusURL)
 			h.Set(echo.HeaderRetryAfter, "1")
 			return writeJSON(c, http.StatusAccepted, processingBody{
-				Status: string(res.State), IdempotencyKey: key, LeadID: res.LeadID.String(), StatusURL: statusURL,
+				Status: string(state), IdempotencyKey: key, LeadID: res.LeadID.String(), StatusURL: statusURL,
 			})
 		case store.OutcomeReplayed:
+			h.Set("Idempotency-Key", key)
 			h.Set("Idempotent-Replayed", "true")
 			return c.Blob(res.Response.Status, echo.MIMEApplicationJSON, res.Response.Body)
+		case store.OutcomeSupersedesUnknown:
+			return response.Errorf(response.CodeSupersedesUnknown, "the Supersedes key is not a key of this client, or it has expired")
+		case store.OutcomeAlreadySuperseded:
+			return response.Errorf(response.CodeAlreadySuperseded, "the Supersedes key was already superseded by another key; amend that one")
 		default: // OutcomeMismatch
-			h.Del("Idempotency-Key")
-			return response.Errorf(response.CodeKeyReused, "this Idempotency-Key was used with a different request body; use a new key for a new enquiry")
+			return response.Errorf(response.CodeKeyReused, "this Idempotency-Key was used with a different request (body or Supersedes); use a new key for a new enquiry")
 		}
 	}
+}
+
+// holdUntilFinished holds a request that asked to wait d for the client's
+// key, of lead, to finish, and returns the operation as it stood at the last
+// look that succeeded (nil when none did). The time held is not bounded by
+// the request time-out; each look at the key is.
+func holdUntilFinished(c echo.Context, st *store.Store, waiters *Waiters, clientID, key string, lead uuid.UUID, d, timeout time.Duration) *store.Operation {
+	var op *store.Operation
+	look := func() bool {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), timeout)
+		defer cancel()
+		got, err := st.Operation(ctx, clientID, key)
+		if err != nil {
+			return errors.Is(err, store.ErrNotFound) // expired meanwhile: nothing to wait for
+		}
+		op = got
+		return op.Response != nil
+	}
+	waiters.Wait(c.Request().Context(), lead, d, look)
+	return op
 }
 
 // readBody reads at most maxBody bytes of the body, whether or not it was
@@ -288,6 +345,8 @@ type operationBody struct {
 	UpdatedAt      time.Time          `json:"updated_at"`
 	ExpiresAt      *time.Time         `json:"expires_at"`
 	Response       *operationResponse `json:"response"`
+	Supersedes     *string            `json:"supersedes"`
+	SupersededBy   *string            `json:"superseded_by"`
 }
 
 type operationResponse struct {
@@ -295,7 +354,7 @@ type operationResponse struct {
 	Body   json.RawMessage `json:"body"`
 }
 
-func handleOperationGet(st *store.Store, timeout time.Duration) echo.HandlerFunc {
+func handleOperationGet(st *store.Store, waiters *Waiters, timeout time.Duration) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		clientID := c.Get(ctxClientID).(string)
 		key, ok := pathParam(c, "key")
@@ -313,20 +372,39 @@ func handleOperationGet(st *store.Store, timeout time.Duration) echo.HandlerFunc
 		if err != nil {
 			return storeError(err)
 		}
-		body := operationBody{
-			IdempotencyKey: key,
-			State:          string(op.State),
-			LeadID:         op.LeadID.String(),
-			CreatedAt:      op.CreatedAt.UTC(),
-			UpdatedAt:      op.UpdatedAt.UTC(),
+		if d := waitOf(c); d > 0 && op.Response == nil {
+			if held := holdUntilFinished(c, st, waiters, clientID, key, op.LeadID, d, timeout); held != nil {
+				op = held
+			}
 		}
-		if op.Response != nil {
-			expires := op.ExpiresAt.UTC()
-			body.ExpiresAt = &expires
-			body.Response = &operationResponse{Status: op.Response.Status, Body: op.Response.Body}
-		}
-		return writeJSON(c, http.StatusOK, body)
+		return writeJSON(c, http.StatusOK, operationBodyOf(op))
 	}
+}
+
+// operationBodyOf is the body of GET /v1/operations/{key} for op.
+func operationBodyOf(op *store.Operation) operationBody {
+	body := operationBody{
+		IdempotencyKey: op.Key,
+		State:          string(op.State),
+		LeadID:         op.LeadID.String(),
+		CreatedAt:      op.CreatedAt.UTC(),
+		UpdatedAt:      op.UpdatedAt.UTC(),
+		Supersedes:     nilIfEmpty(op.Supersedes),
+		SupersededBy:   nilIfEmpty(op.SupersededBy),
+	}
+	if op.Response != nil {
+		expires := op.ExpiresAt.UTC()
+		body.ExpiresAt = &expires
+		body.Response = &operationResponse{Status: op.Response.Status, Body: op.Response.Body}
+	}
+	return body
+}
+
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func handleHealthz() echo.HandlerFunc {
@@ -401,7 +479,7 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 			apiErr = &response.Error{Code: response.CodeInternal, Message: "internal error", Err: err}
 		}
 
-		status := apiErr.Code.Status()
+		status := apiErr.HTTPStatus()
 		h := c.Response().Header()
 		switch apiErr.Code {
 		case response.CodeUnauthorized:

@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"net/http"
 	"strings"
 
 	"github.com/leadintake/leadintake/response"
@@ -27,8 +28,29 @@ func ParseKey(values []string) (string, error) {
 	if len(values) == 0 || (len(values) == 1 && values[0] == "") {
 		return "", response.Errorf(response.CodeKeyMissing, "the Idempotency-Key header is required")
 	}
+	return parseKeyValues("Idempotency-Key", values, response.CodeKeyInvalid)
+}
+
+// ParseSupersedes returns the key named by the values of the Supersedes
+// header, "" when there is none. It follows the rules of ParseKey, and
+// returns an *Error with CodeSupersedesInvalid (400) when the value breaks
+// them.
+func ParseSupersedes(values []string) (string, error) {
+	if len(values) == 0 || (len(values) == 1 && values[0] == "") {
+		return "", nil
+	}
+	key, err := parseKeyValues("Supersedes", values, response.CodeSupersedesInvalid)
+	if err != nil {
+		err.(*response.Error).Status = http.StatusBadRequest
+	}
+	return key, err
+}
+
+// parseKeyValues reads one key, bare or quoted, from the values of header,
+// refusing with code.
+func parseKeyValues(header string, values []string, code response.Code) (string, error) {
 	if len(values) > 1 {
-		return "", response.Errorf(response.CodeKeyInvalid, "send exactly one Idempotency-Key header")
+		return "", response.Errorf(code, "send exactly one %s header", header)
 	}
 	// Only space and tab are the header's optional white space (RFC 9110):
 	// strings.TrimSpace would also strip Unicode spaces such as U+00A0,
@@ -36,11 +58,13 @@ func ParseKey(values []string) (string, error) {
 	key := strings.Trim(values[0], " \t")
 	if strings.HasPrefix(key, `"`) {
 		if len(key) < 2 || !strings.HasSuffix(key, `"`) {
-			return "", response.Errorf(response.CodeKeyInvalid, "the Idempotency-Key is an unterminated quoted string")
+			return "", response.Errorf(code, "the %s is an unterminated quoted string", header)
 		}
 		key = key[1 : len(key)-1]
 	}
 	if err := checkKey(key); err != nil {
+		err.Code = code
+		err.Message = strings.Replace(err.Message, "Idempotency-Key", header, 1)
 		return "", err
 	}
 	return key, nil

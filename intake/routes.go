@@ -8,6 +8,7 @@ func addRoutes(e *echo.Echo, o *HandlerOpts) {
 
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(o.Store))
-	e.POST("/v1/leads", handleLeadCreate(o.Store, o.Enqueue, &o.Decode, o.MaxBodyBytes, o.RequestTimeout), auth)
-	e.GET("/v1/operations/:key", handleOperationGet(o.Store, o.RequestTimeout), auth)
+	wait := applyWait(o.MaxWait)
+	e.POST("/v1/leads", handleLeadCreate(o.Store, o.Enqueue, o.Waiters, &o.Decode, o.MaxBodyBytes, o.RequestTimeout), wait, auth)
+	e.GET("/v1/operations/:key", handleOperationGet(o.Store, o.Waiters, o.RequestTimeout), wait, auth)
 }

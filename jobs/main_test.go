@@ -71,6 +71,8 @@ type setupOpts struct {
 	// Gate, when set, holds the requests it matches before the fake sees
 	// them.
 	Gate *gate
+	// AwaitRecheck is the worker's; default a second.
+	AwaitRecheck time.Duration
 }
 
 // testBundle is a worker as cmd/worker runs it: a started River client with
@@ -146,7 +148,8 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 	b.store = store.New(pool)
 	cfg := jobs.Config{
 		Store: b.store, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
-		Logger: logger.With(slog.String("component", "jobs")),
+		AwaitRecheck: cmp.Or(opts.AwaitRecheck, time.Second),
+		Logger:       logger.With(slog.String("component", "jobs")),
 	}
 	b.riverConfig = func() *river.Config {
 		workers := river.NewWorkers()

@@ -47,6 +47,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics may be nil.
 	Metrics *Metrics
+	// AwaitRecheck is how long an amendment waits, at most, before it
+	// checks again whether the key it supersedes has finished (it is woken
+	// at once when that key finishes). Default a minute.
+	AwaitRecheck time.Duration
 }
 
 // withDefaults fills in what cfg leaves unset.
@@ -59,6 +63,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.AwaitRecheck <= 0 {
+		cfg.AwaitRecheck = time.Minute
 	}
 	return cfg
 }
@@ -162,6 +169,12 @@ func (r *leadRun) loop(ctx context.Context) error {
 			return lastErr
 		case lead.ActFinish, lead.ActReconcile:
 			return r.finish(ctx, s, act, lastErr)
+		case lead.ActAwaitSuperseded:
+			// No attempt is spent; the superseded key's finish wakes the
+			// job at once (finishAndWake), and it looks again after
+			// AwaitRecheck whatever happens.
+			r.w.cfg.Logger.InfoContext(ctx, "amendment waits for the key it supersedes", r.attrs()...)
+			return river.JobSnooze(r.w.cfg.AwaitRecheck)
 		}
 		in.Last, lastErr = r.call(ctx, s, act)
 	}
@@ -231,6 +244,7 @@ func (r *leadRun) call(ctx context.Context, s lead.State, act lead.Action) (*lea
 		err = ds.Notify(ctx, &downstream.Notification{
 			LeadID: l.ID.String(), ExternalRef: l.ExternalRef, Score: score, Tier: string(tier),
 			Email: l.Lead.Email, Name: l.Lead.Name, Company: l.Lead.Company,
+			Amends: amendsOf(l), Amendment: s.Amendment,
 		})
 	default:
 		return nil, fmt.Errorf("no call for action %s", act.Kind)
@@ -263,7 +277,7 @@ func (r *leadRun) crmRecord(s lead.State) *downstream.CRMLead {
 	score, tier := lead.Score(l, s.Enriched())
 	return &downstream.CRMLead{
 		ExternalRef: r.lead.ExternalRef, LeadID: r.lead.ID.String(), Lead: *l,
-		Score: score, Tier: string(tier), Enrichment: r.enrichment,
+		Score: score, Tier: string(tier), Enrichment: r.enrichment, Amendment: s.Amendment,
 	}
 }
 
@@ -282,7 +296,7 @@ func (r *leadRun) finish(ctx context.Context, s lead.State, act lead.Action, las
 	_ = river.RecordOutput(ctx, map[string]string{"outcome": outcomeOf(act)})
 	dctx, cancel := dbContext(ctx)
 	defer cancel()
-	applied, err := r.w.cfg.Store.Finish(dctx, r.lead.Run, f, func(tx pgx.Tx) error {
+	applied, err := finishAndWake(dctx, r.w.cfg.Store, r.lead.Run, f, func(tx pgx.Tx) error {
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](dctx, tx, r.job)
 		return err
 	})
@@ -313,6 +327,41 @@ func outcomeOf(act lead.Action) string {
 	return string(act.Outcome)
 }
 
+// finishAndWake finishes the run's lead as f says, runs inTx (nil for none)
+// in the same transaction, and wakes there the job of the amendment that
+// waits for this key, if any: River makes it available at once. ctx must be
+// a worker's (it carries the River client). It reports whether the lead was
+// finished.
+func finishAndWake(ctx context.Context, st *store.Store, run store.Run, f *store.Finish, inTx func(pgx.Tx) error) (bool, error) {
+	done, err := st.Finish(ctx, run, f, func(tx pgx.Tx, done *store.Finished) error {
+		if inTx != nil {
+			if err := inTx(tx); err != nil {
+				return err
+			}
+		}
+		if done.WakeJobID == nil {
+			return nil
+		}
+		_, err := river.ClientFromContext[pgx.Tx](ctx).JobRetryTx(ctx, tx, *done.WakeJobID)
+		if errors.Is(err, river.ErrNotFound) {
+			return nil // gone: the amendment's next run finds out for itself
+		}
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return done.Applied, nil
+}
+
+// amendsOf is the id of the lead l amends, empty for none.
+func amendsOf(l *store.Lead) string {
+	if l.Amends == nil {
+		return ""
+	}
+	return l.Amends.String()
+}
+
 // finishOf is how act ends l with state s: its key's final response (or
 // reconciliation) and its result. message explains a failure.
 func finishOf(l *store.Lead, s lead.State, act lead.Action, message string, retention time.Duration) *store.Finish {
@@ -327,6 +376,7 @@ func finishOf(l *store.Lead, s lead.State, act lead.Action, message string, rete
 		f.Response = response.NewCompleted(&response.Completed{
 			LeadID: id, CRMID: s.CRMID, Score: score, Tier: string(tier),
 			Notified: s.Notification == lead.NotificationSent, Warnings: s.Warnings(),
+			Amends: amendsOf(l),
 		})
 	default:
 		code := response.Code(act.Outcome)

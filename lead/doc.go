@@ -33,4 +33,9 @@
 //
 //	a job that ended without a final response ─► Abandoned: the end its
 //	last attempt would have given the lead.
+//
+//	an amendment (Supersedes) shares the first lead's reference; before its
+//	CRM step it waits (ActAwaitSuperseded: a snooze, no attempt spent) while
+//	the key it supersedes is unfinished; in create mode its look-up finding
+//	the record completes it with the warning crm_not_updated.
 package lead

@@ -1,6 +1,10 @@
 package lead
 
-import "time"
+import (
+	"time"
+
+	"github.com/leadintake/leadintake/response"
+)
 
 // Mode is how the CRM step writes a lead.
 type Mode string
@@ -62,11 +66,23 @@ type State struct {
 	CRMID                string
 	Notification         Notification
 	NotificationFailures int
+	// CRMNotUpdated is set when an amendment, in create mode, found its
+	// reference's record already there: it is not posted again, and the
+	// lead completes with the warning crm_not_updated.
+	CRMNotUpdated bool
 	// RefUsedBefore is true when an earlier lead used this lead's external
-	// reference (its key expired and was submitted again): the CRM may hold
-	// a record under it, so create mode looks it up before posting. It is
-	// read, never written.
+	// reference (its key expired and was submitted again, or this lead
+	// amends another): the CRM may hold a record under it, so create mode
+	// looks it up before posting. It is read, never written.
 	RefUsedBefore bool
+	// Amendment is the lead's number along a chain of amendments (1 for
+	// the first), 0 for a lead that amends nothing. It is read, never
+	// written.
+	Amendment int
+	// SupersededUnfinished is true while the key this lead amends is
+	// unfinished (processing, or awaiting reconciliation): the amendment
+	// makes no CRM call until it finishes. It is read, never written.
+	SupersededUnfinished bool
 }
 
 // Enriched reports whether the enrichment returned data.
@@ -77,10 +93,13 @@ func (s State) Enriched() bool { return s.Enrichment == EnrichmentData }
 func (s State) Warnings() []string {
 	w := []string{}
 	if s.Enrichment == EnrichmentUnavailable {
-		w = append(w, "enrichment_unavailable")
+		w = append(w, response.WarnEnrichmentUnavailable)
 	}
 	if s.Notification == NotificationFailed {
-		w = append(w, "notification_failed")
+		w = append(w, response.WarnNotificationFailed)
+	}
+	if s.CRMNotUpdated {
+		w = append(w, response.WarnCRMNotUpdated)
 	}
 	return w
 }
@@ -111,9 +130,12 @@ const (
 	ActRetry
 	// ActStop ends the attempt without spending it: the worker is stopping.
 	ActStop
+	// ActAwaitSuperseded ends the attempt without spending it, to try again
+	// once the key this amendment supersedes has finished.
+	ActAwaitSuperseded
 )
 
-var kindNames = [...]string{"", "enrich", "upsert", "lookup", "create", "notify", "finish", "reconcile", "retry", "stop"}
+var kindNames = [...]string{"", "enrich", "upsert", "lookup", "create", "notify", "finish", "reconcile", "retry", "stop", "await_superseded"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -242,6 +264,9 @@ func apply(s State, in Input, r *Result) (State, *Action) {
 	case ActLookup:
 		switch {
 		case f == nil && r.Found:
+			// An amendment that finds the record before it posted
+			// anything leaves it as it is.
+			s.CRMNotUpdated = s.Amendment > 0 && s.CRM == CRMPending
 			s.CRM, s.CRMID = CRMAccepted, r.CRMID
 		case f != nil:
 			// A look-up never decides the lead's fate, only whether a
@@ -292,6 +317,10 @@ func plan(s State, mode Mode) (Action, State) {
 		return Action{Kind: ActEnrich}, s
 	case s.CRM == CRMRejected:
 		return Action{Kind: ActFinish, Outcome: OutcomeCRMRejected}, s
+	case s.CRM != CRMAccepted && s.Amendment > 0 && s.SupersededUnfinished:
+		// Whatever the superseded lead still does to the CRM record, the
+		// amendment's write must come after it.
+		return Action{Kind: ActAwaitSuperseded}, s
 	case s.CRM != CRMAccepted && mode == ModeUpsert:
 		return Action{Kind: ActUpsert}, s
 	case s.CRM == CRMUncertain, s.CRM == CRMPending && s.RefUsedBefore:

@@ -54,8 +54,24 @@ type Payload struct {
 	// Canonical is the body in RFC 8785 canonical form; it is what the lead
 	// row stores.
 	Canonical []byte
-	// Fingerprint is SHA-256 over Canonical.
+	// Fingerprint is SHA-256 over Canonical, and over the superseded key of
+	// an amendment (see Supersede).
 	Fingerprint [sha256.Size]byte
+	// Supersedes is the key this request amends; empty for none.
+	Supersedes string
+}
+
+// Supersede makes the payload an amendment of key: the key becomes part of
+// the fingerprint, so that the same Idempotency-Key sent with another
+// Supersedes, or none, is another request. A payload without it keeps the
+// fingerprint of its canonical form alone.
+func (p *Payload) Supersede(key string) {
+	h := sha256.New()
+	h.Write(p.Canonical)
+	h.Write([]byte("\x00supersedes\x00"))
+	h.Write([]byte(key))
+	h.Sum(p.Fingerprint[:0])
+	p.Supersedes = key
 }
 
 // DecodeOpts are the rules of DecodeSubmission that come from configuration.

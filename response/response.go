@@ -34,6 +34,14 @@ const (
 	CodeHeadersTooLarge      Code = "request_header_fields_too_large"
 	CodeBadRequest           Code = "bad_request"
 	CodeInternal             Code = "internal_error"
+	// CodeSupersedesInvalid: a malformed Supersedes (400), or one naming
+	// the request's own key (422).
+	CodeSupersedesInvalid Code = "supersedes_invalid"
+	// CodeSupersedesUnknown: the superseded key is unknown to the client,
+	// or expired.
+	CodeSupersedesUnknown Code = "supersedes_unknown"
+	// CodeAlreadySuperseded: another key superseded that key first.
+	CodeAlreadySuperseded Code = "already_superseded"
 )
 
 // Error codes of failed leads, in their stored final responses.
@@ -63,6 +71,9 @@ var statusOf = map[Code]int{
 	CodeHeadersTooLarge:       http.StatusRequestHeaderFieldsTooLarge,
 	CodeBadRequest:            http.StatusBadRequest,
 	CodeInternal:              http.StatusInternalServerError,
+	CodeSupersedesInvalid:     http.StatusUnprocessableEntity,
+	CodeSupersedesUnknown:     http.StatusUnprocessableEntity,
+	CodeAlreadySuperseded:     http.StatusConflict,
 	CodeCRMRejected:           http.StatusUnprocessableEntity,
 	CodeDownstreamUnavailable: http.StatusBadGateway,
 }
@@ -108,6 +119,8 @@ type Completed struct {
 	Tier     string   `json:"tier"`
 	Notified bool     `json:"notified"`
 	Warnings []string `json:"warnings"`
+	// Amends is the id of the lead an amendment amends; absent otherwise.
+	Amends string `json:"amends,omitempty"`
 }
 
 // Failed is the body of a failed lead's final response.
@@ -127,6 +140,7 @@ type FailedError struct {
 const (
 	WarnEnrichmentUnavailable = "enrichment_unavailable"
 	WarnNotificationFailed    = "notification_failed"
+	WarnCRMNotUpdated         = "crm_not_updated"
 )
 
 // Final is a finished key's response: the status and the exact bytes every
@@ -166,12 +180,23 @@ func Marshal(v any) []byte {
 }
 
 // Error is a refusal with a code: the API answers it as ErrorBody with the
-// code's status. Err, the cause, is logged but never shown to the caller.
+// code's status (or Status, where one code has two). Err, the cause, is
+// logged but never shown to the caller.
 type Error struct {
 	Code    Code
 	Message string
 	Details []Detail
 	Err     error
+	// Status overrides the code's status when not zero.
+	Status int
+}
+
+// HTTPStatus is the status the error is answered with.
+func (e *Error) HTTPStatus() int {
+	if e.Status != 0 {
+		return e.Status
+	}
+	return e.Code.Status()
 }
 
 func (e *Error) Error() string {

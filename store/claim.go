@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,9 +38,15 @@ const (
 	OutcomeReplayed
 	// OutcomeMismatch: the key belongs to a different request body.
 	OutcomeMismatch
+	// OutcomeSupersedesUnknown: the key an amendment supersedes is unknown
+	// to the client, or expired; nothing was stored.
+	OutcomeSupersedesUnknown
+	// OutcomeAlreadySuperseded: the key an amendment supersedes was
+	// superseded by another key; nothing was stored.
+	OutcomeAlreadySuperseded
 )
 
-var outcomeNames = [...]string{"", "claimed", "reopened", "in_progress", "replayed", "mismatch"}
+var outcomeNames = [...]string{"", "claimed", "reopened", "in_progress", "replayed", "mismatch", "supersedes_unknown", "already_superseded"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) && o > 0 {
@@ -76,25 +83,25 @@ type ClaimResult struct {
 // row again with a new snapshot.
 const claimSQL = `
 WITH claimed AS (
-    INSERT INTO idempotency_keys (client_id, key, fingerprint, state, lead_id)
-    VALUES ($1, $2, $3, 'processing', $4)
+    INSERT INTO idempotency_keys (client_id, key, fingerprint, state, lead_id, supersedes)
+    VALUES ($1, $2, $3, 'processing', $4, $7)
     ON CONFLICT (client_id, key) DO NOTHING
     RETURNING lead_id
 ), lead AS (
-    INSERT INTO leads (id, client_id, idempotency_key, external_ref, submission)
-    SELECT lead_id, $1, $2, $5, $6 FROM claimed
+    INSERT INTO leads (id, client_id, idempotency_key, external_ref, submission, amends, amendment)
+    SELECT lead_id, $1, $2, $5, $6, $8, $9 FROM claimed
 )
-SELECT true, 'processing', $3::bytea, lead_id, NULL::smallint, NULL::json, NULL::text, false
+SELECT true, 'processing', $3::bytea, lead_id, NULL::smallint, NULL::json, NULL::text, false, false
 FROM claimed
 UNION ALL
 SELECT false, k.state, k.fingerprint, k.lead_id, k.response_status, k.response_body, k.failure_code,
-       k.expires_at <= now()
+       k.expires_at <= now(), k.superseded_by IS NOT NULL
 FROM idempotency_keys k
 WHERE k.client_id = $1 AND k.key = $2 AND NOT EXISTS (SELECT FROM claimed)`
 
 const readKeySQL = `
 SELECT false, state, fingerprint, lead_id, response_status, response_body, failure_code,
-       expires_at <= now()
+       expires_at <= now(), superseded_by IS NOT NULL
 FROM idempotency_keys WHERE client_id = $1 AND key = $2`
 
 // takeOverSQL gives an expired key to a new request. The condition is
@@ -104,22 +111,38 @@ WITH key AS (
     UPDATE idempotency_keys
     SET fingerprint = $3, state = 'processing', lead_id = $4, response_status = NULL,
         response_body = NULL, failure_code = NULL, created_at = now(), updated_at = now(),
-        finished_at = NULL, expires_at = NULL, reconcile_after = NULL
+        finished_at = NULL, expires_at = NULL, reconcile_after = NULL,
+        supersedes = $7, superseded_by = NULL
     WHERE client_id = $1 AND key = $2 AND expires_at <= now()
     RETURNING lead_id
 )
-INSERT INTO leads (id, client_id, idempotency_key, external_ref, submission)
-SELECT lead_id, $1, $2, $5, $6 FROM key`
+INSERT INTO leads (id, client_id, idempotency_key, external_ref, submission, amends, amendment)
+SELECT lead_id, $1, $2, $5, $6, $8, $9 FROM key`
 
 // reopenSQL gives a key that failed on transient downstream failures a new
-// attempt for the same lead, again atomically under the row lock.
+// attempt for the same lead, again atomically under the row lock. A
+// superseded key is never re-opened: its amendment carries the enquiry on.
 const reopenSQL = `
 UPDATE idempotency_keys
 SET state = 'processing', response_status = NULL, response_body = NULL, failure_code = NULL,
     updated_at = now(), finished_at = NULL, expires_at = NULL
 WHERE client_id = $1 AND key = $2 AND state = 'failed' AND failure_code = $3
-  AND fingerprint = $4 AND expires_at > now()
+  AND fingerprint = $4 AND expires_at > now() AND superseded_by IS NULL
 RETURNING lead_id`
+
+// supersededSQL reads, and locks, the key an amendment supersedes, with
+// what the amendment inherits: the chain's external reference and the
+// superseded lead's place in the chain. The lock makes of two amendments of
+// one key one winner.
+const supersededSQL = `
+SELECT k.superseded_by, k.lead_id, l.external_ref, l.amendment
+FROM idempotency_keys k
+JOIN leads l ON l.id = k.lead_id
+WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())
+FOR UPDATE OF k`
+
+const setSupersededSQL = `
+UPDATE idempotency_keys SET superseded_by = $3 WHERE client_id = $1 AND key = $2`
 
 // setJobSQL records the job that works a lead, in the transaction that
 // inserted it.
@@ -134,13 +157,21 @@ type keyRow struct {
 	responseBody   []byte
 	failureCode    *string
 	expired        *bool
+	superseded     bool
 }
 
 func scanKeyRow(row pgx.Row) (*keyRow, error) {
 	var r keyRow
 	err := row.Scan(&r.claimed, &r.state, &r.fingerprint, &r.leadID, &r.responseStatus,
-		&r.responseBody, &r.failureCode, &r.expired)
+		&r.responseBody, &r.failureCode, &r.expired, &r.superseded)
 	return &r, err
+}
+
+// chain is what an amendment inherits from the key it supersedes.
+type chain struct {
+	externalRef string
+	amends      *uuid.UUID
+	amendment   int
 }
 
 // errRaced means the key changed between two statements of a claim: it
@@ -172,8 +203,29 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 	fp := p.Payload.Fingerprint[:]
 	var res *ClaimResult
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		ch := chain{externalRef: p.ExternalRef}
+		var supersedes *string
+		if sup := p.Payload.Supersedes; sup != "" {
+			supersedes = &sup
+			// The key's own state answers first: a retry of an amendment
+			// is a replay, whatever became of the key it supersedes.
+			row, err := scanKeyRow(tx.QueryRow(ctx, readKeySQL, p.ClientID, p.Key))
+			switch {
+			case err == nil && !(row.expired != nil && *row.expired):
+				res, err = answerExisting(ctx, tx, p, row)
+				return err
+			case err != nil && !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("claim: %w", err)
+			}
+			var refusal Outcome
+			if ch, refusal, err = inherit(ctx, tx, p); err != nil || refusal != 0 {
+				res = &ClaimResult{Outcome: refusal}
+				return cmp.Or(err, errNothingToCommit)
+			}
+		}
+
 		row, err := scanKeyRow(tx.QueryRow(ctx, claimSQL, p.ClientID, p.Key, fp, newLeadID,
-			p.ExternalRef, p.Payload.Canonical))
+			ch.externalRef, p.Payload.Canonical, supersedes, ch.amends, ch.amendment))
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Lost the race to a transaction that committed after our
 			// snapshot: read its row with a fresh one.
@@ -185,57 +237,92 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-
 		switch {
 		case row.claimed:
-			res, err = claimed(ctx, tx, p, OutcomeClaimed, newLeadID)
-			return err
-
 		case row.expired != nil && *row.expired:
-			tag, err := tx.Exec(ctx, takeOverSQL, p.ClientID, p.Key, fp, newLeadID, p.ExternalRef, p.Payload.Canonical)
+			tag, err := tx.Exec(ctx, takeOverSQL, p.ClientID, p.Key, fp, newLeadID, ch.externalRef,
+				p.Payload.Canonical, supersedes, ch.amends, ch.amendment)
 			if err != nil {
 				return fmt.Errorf("claim: take over expired key: %w", err)
 			}
 			if tag.RowsAffected() == 0 {
 				return errRaced
 			}
-			res, err = claimed(ctx, tx, p, OutcomeClaimed, newLeadID)
-			return err
-
-		case string(row.fingerprint) != string(fp):
-			res = &ClaimResult{Outcome: OutcomeMismatch, State: row.state, LeadID: row.leadID}
-			return errNothingToCommit
-
-		case row.state == KeyFailed && row.failureCode != nil && response.Code(*row.failureCode) == response.CodeDownstreamUnavailable:
-			var leadID uuid.UUID
-			err := tx.QueryRow(ctx, reopenSQL, p.ClientID, p.Key, response.CodeDownstreamUnavailable, fp).Scan(&leadID)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errRaced
-			}
-			if err != nil {
-				return fmt.Errorf("claim: reopen: %w", err)
-			}
-			res, err = claimed(ctx, tx, p, OutcomeReopened, leadID)
-			return err
-
-		case row.state.Finished():
-			res = &ClaimResult{
-				Outcome:  OutcomeReplayed,
-				State:    row.state,
-				LeadID:   row.leadID,
-				Response: response.Final{Status: int(*row.responseStatus), Body: row.responseBody},
-			}
-			return errNothingToCommit
-
 		default:
-			res = &ClaimResult{Outcome: OutcomeInProgress, State: row.state, LeadID: row.leadID}
-			return errNothingToCommit
+			res, err = answerExisting(ctx, tx, p, row)
+			return err
 		}
+		if supersedes != nil {
+			if _, err := tx.Exec(ctx, setSupersededSQL, p.ClientID, *supersedes, p.Key); err != nil {
+				return fmt.Errorf("claim: supersede: %w", err)
+			}
+		}
+		res, err = claimed(ctx, tx, p, OutcomeClaimed, newLeadID)
+		return err
 	})
 	if errors.Is(err, errNothingToCommit) {
 		err = nil
 	}
 	return res, err
+}
+
+// inherit reads, and locks, the key the amendment p supersedes, and returns
+// what the amendment inherits from it, or the outcome that refuses it.
+func inherit(ctx context.Context, tx pgx.Tx, p *ClaimParams) (chain, Outcome, error) {
+	var (
+		supersededBy *string
+		leadID       uuid.UUID
+		ch           chain
+	)
+	err := tx.QueryRow(ctx, supersededSQL, p.ClientID, p.Payload.Supersedes).Scan(&supersededBy, &leadID, &ch.externalRef, &ch.amendment)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ch, OutcomeSupersedesUnknown, nil
+	case err != nil:
+		return ch, 0, fmt.Errorf("claim: superseded key: %w", err)
+	case supersededBy != nil && *supersededBy != p.Key:
+		// (Superseded by this very key: a twin of this request won the
+		// race; the claim below finds the key and answers as a replay.)
+		return ch, OutcomeAlreadySuperseded, nil
+	}
+	ch.amends = &leadID
+	ch.amendment++
+	return ch, 0, nil
+}
+
+// answerExisting answers a claim whose key exists and is not expired: a
+// different body is a mismatch, a key that failed on transient downstream
+// failures is re-opened (unless an amendment superseded it), a finished key
+// is replayed, and an unfinished one is in progress.
+func answerExisting(ctx context.Context, tx pgx.Tx, p *ClaimParams, row *keyRow) (*ClaimResult, error) {
+	fp := p.Payload.Fingerprint[:]
+	switch {
+	case string(row.fingerprint) != string(fp):
+		return &ClaimResult{Outcome: OutcomeMismatch, State: row.state, LeadID: row.leadID}, errNothingToCommit
+
+	case row.state == KeyFailed && !row.superseded && row.failureCode != nil &&
+		response.Code(*row.failureCode) == response.CodeDownstreamUnavailable:
+		var leadID uuid.UUID
+		err := tx.QueryRow(ctx, reopenSQL, p.ClientID, p.Key, response.CodeDownstreamUnavailable, fp).Scan(&leadID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, errRaced
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claim: reopen: %w", err)
+		}
+		return claimed(ctx, tx, p, OutcomeReopened, leadID)
+
+	case row.state.Finished():
+		return &ClaimResult{
+			Outcome:  OutcomeReplayed,
+			State:    row.state,
+			LeadID:   row.leadID,
+			Response: response.Final{Status: int(*row.responseStatus), Body: row.responseBody},
+		}, errNothingToCommit
+
+	default:
+		return &ClaimResult{Outcome: OutcomeInProgress, State: row.state, LeadID: row.leadID}, errNothingToCommit
+	}
 }
 
 // errNothingToCommit ends a transaction that only read: it is rolled back.
@@ -271,6 +358,9 @@ type Operation struct {
 	// ExpiresAt and Response are set once the key is finished.
 	ExpiresAt *time.Time
 	Response  *response.Final
+	// Supersedes is the key this key's request amends; SupersededBy the
+	// key whose request amends it. Empty for none.
+	Supersedes, SupersededBy string
 }
 
 // Operation returns the client's key, or ErrNotFound when the client has no
@@ -282,10 +372,12 @@ func (s *Store) Operation(ctx context.Context, clientID, key string) (*Operation
 		body   []byte
 	)
 	err := s.db.QueryRow(ctx, `
-SELECT state, lead_id, created_at, updated_at, expires_at, response_status, response_body
+SELECT state, lead_id, created_at, updated_at, expires_at, response_status, response_body,
+       coalesce(supersedes, ''), coalesce(superseded_by, '')
 FROM idempotency_keys
 WHERE client_id = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > now())`,
-		clientID, key).Scan(&op.State, &op.LeadID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &status, &body)
+		clientID, key).Scan(&op.State, &op.LeadID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &status, &body,
+		&op.Supersedes, &op.SupersededBy)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

@@ -90,8 +90,8 @@ func TestClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		finish := completed(l)
-		if applied, err := s.Finish(t.Context(), l.Run, finish, nil); err != nil || !applied {
-			t.Fatalf("finish: %t, %v", applied, err)
+		if done, err := s.Finish(t.Context(), l.Run, finish, nil); err != nil || !done.Applied {
+			t.Fatalf("finish: %+v, %v", done, err)
 		}
 		replay := claim(t, s, p)
 		if replay.Outcome != store.OutcomeReplayed || string(replay.Response.Body) != string(finish.Response.Body) ||

@@ -42,6 +42,8 @@ type Lead struct {
 	Run Run
 	// JobID is the job that works the lead, nil when none was recorded.
 	JobID *int64
+	// Amends is the lead this one amends, nil for none.
+	Amends *uuid.UUID
 }
 
 const leadColumns = `
@@ -49,7 +51,12 @@ const leadColumns = `
     coalesce(l.enrichment_outcome, ''), l.enrichment_failures, l.crm_state, coalesce(l.crm_id, ''),
     coalesce(l.notify_outcome, ''), l.notify_failures, l.run, l.job_id,
     coalesce(k.state, ''),
-    EXISTS (SELECT FROM leads o WHERE o.external_ref = l.external_ref AND o.id <> l.id)`
+    EXISTS (SELECT FROM leads o WHERE o.external_ref = l.external_ref AND o.id <> l.id),
+    l.amends, l.amendment, l.crm_not_updated,
+    coalesce((SELECT sk.state IN ('processing', 'needs_reconciliation')
+              FROM leads sl
+              JOIN idempotency_keys sk ON sk.client_id = sl.client_id AND sk.key = sl.idempotency_key AND sk.lead_id = sl.id
+              WHERE sl.id = l.amends), false)`
 
 // startRunSQL takes the next run of a lead and reads it, in one statement.
 const startRunSQL = `
@@ -73,7 +80,8 @@ func scanLead(row pgx.Row) (*Lead, error) {
 	err := row.Scan(&l.ID, &l.ClientID, &l.Key, &l.ExternalRef, &submission, &enrichment,
 		&l.State.Enrichment, &l.State.EnrichmentFailures, &l.State.CRM, &l.State.CRMID,
 		&l.State.Notification, &l.State.NotificationFailures, &l.Run.Seq, &l.JobID,
-		&l.KeyState, &l.State.RefUsedBefore)
+		&l.KeyState, &l.State.RefUsedBefore, &l.Amends, &l.State.Amendment, &l.State.CRMNotUpdated,
+		&l.State.SupersededUnfinished)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -132,10 +140,11 @@ func (s *Store) Save(ctx context.Context, run Run, st lead.State, enrichment jso
 	tag, err := s.db.Exec(ctx, `
 UPDATE leads
 SET enrichment_outcome = $3, enrichment = coalesce($4, enrichment), enrichment_failures = $5,
-    crm_state = $6, crm_id = $7, notify_outcome = $8, notify_failures = $9, updated_at = now()
+    crm_state = $6, crm_id = $7, notify_outcome = $8, notify_failures = $9, crm_not_updated = $10,
+    updated_at = now()
 WHERE id = $1 AND run = $2`,
 		run.LeadID, run.Seq, nullIfEmpty(st.Enrichment), raw, st.EnrichmentFailures,
-		st.CRM, nullIfEmpty(st.CRMID), nullIfEmpty(st.Notification), st.NotificationFailures)
+		st.CRM, nullIfEmpty(st.CRMID), nullIfEmpty(st.Notification), st.NotificationFailures, st.CRMNotUpdated)
 	if err != nil {
 		return fmt.Errorf("save lead %s: %w", run.LeadID, err)
 	}
@@ -162,10 +171,17 @@ type Finish struct {
 	Tier  lead.Tier
 }
 
+// FinishedChannel is the PostgreSQL notification channel on which the
+// finishing transaction of a key announces it, with the lead's id as the
+// payload: it is delivered at commit, and never for a rollback.
+const FinishedChannel = "leadintake_finished"
+
 // finishSQL ends a lead in one statement: the lead row is locked and its run
 // checked; the key, still unfinished and still this lead's, takes its final
 // response (or moves to needs_reconciliation); the lead takes its result.
-// Nothing changes unless both hold.
+// Nothing changes unless both hold. A final response is announced on
+// FinishedChannel, and the statement returns the job of the amendment that
+// waits for this key, if any.
 const finishSQL = `
 WITH l AS (
     SELECT id, client_id, idempotency_key FROM leads WHERE id = $1 AND run = $2 FOR UPDATE
@@ -177,18 +193,34 @@ WITH l AS (
     FROM l
     WHERE k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
       AND k.state IN ('processing', 'needs_reconciliation')
-    RETURNING k.lead_id
+    RETURNING k.lead_id, k.client_id, k.superseded_by
 )
 UPDATE leads
 SET score = $8, tier = $9, crm_state = $10, crm_id = $11, notify_outcome = $12, warnings = $13,
-    updated_at = now(), finished_at = CASE WHEN $4::smallint IS NOT NULL THEN now() END
-WHERE id = (SELECT lead_id FROM k)`
+    crm_not_updated = $14, updated_at = now(), finished_at = CASE WHEN $4::smallint IS NOT NULL THEN now() END
+WHERE id = (SELECT lead_id FROM k)
+RETURNING
+    (SELECT al.job_id
+     FROM k
+     JOIN idempotency_keys ak ON ak.client_id = k.client_id AND ak.key = k.superseded_by AND ak.state = 'processing'
+     JOIN leads al ON al.id = ak.lead_id
+     WHERE $4::smallint IS NOT NULL),
+    (SELECT pg_notify('` + FinishedChannel + `', id::text) WHERE $4::smallint IS NOT NULL) IS NULL`
+
+// Finished is what a finish did.
+type Finished struct {
+	// Applied is false when nothing was left to finish: the key was no
+	// longer unfinished and the lead's, or a later run holds the lead.
+	Applied bool
+	// WakeJobID is the job of the amendment that waits for this key to
+	// finish; nil for none.
+	WakeJobID *int64
+}
 
 // Finish ends the run's lead as f says, and runs inTx (the completion of the
-// run's job, say) in the same transaction when it is not nil. It returns
-// false when nothing was left to finish: the key was no longer unfinished
-// and the lead's, or a later run holds the lead; inTx runs all the same.
-func (s *Store) Finish(ctx context.Context, run Run, f *Finish, inTx func(pgx.Tx) error) (bool, error) {
+// run's job, the wake-up of a waiting amendment) in the same transaction
+// when it is not nil; inTx runs whether or not anything was finished.
+func (s *Store) Finish(ctx context.Context, run Run, f *Finish, inTx func(pgx.Tx, *Finished) error) (*Finished, error) {
 	var (
 		status   *int16
 		body     []byte
@@ -202,21 +234,25 @@ func (s *Store) Finish(ctx context.Context, run Run, f *Finish, inTx func(pgx.Tx
 	if f.FailureCode != "" {
 		failure = nullIfEmpty(f.FailureCode)
 	}
-	var applied bool
+	done := &Finished{}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, finishSQL, run.LeadID, run.Seq, f.KeyState, status, body, failure, f.Retention,
-			f.Score, nullIfEmpty(f.Tier), f.State.CRM, nullIfEmpty(f.State.CRMID), nullIfEmpty(f.State.Notification), warnings)
-		if err != nil {
+		var ignored bool
+		err := tx.QueryRow(ctx, finishSQL, run.LeadID, run.Seq, f.KeyState, status, body, failure, f.Retention,
+			f.Score, nullIfEmpty(f.Tier), f.State.CRM, nullIfEmpty(f.State.CRMID), nullIfEmpty(f.State.Notification),
+			warnings, f.State.CRMNotUpdated).Scan(&done.WakeJobID, &ignored)
+		switch {
+		case err == nil:
+			done.Applied = true
+		case !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
-		applied = tag.RowsAffected() == 1
 		if inTx != nil {
-			return inTx(tx)
+			return inTx(tx, done)
 		}
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("finish lead %s: %w", run.LeadID, err)
+		return nil, fmt.Errorf("finish lead %s: %w", run.LeadID, err)
 	}
-	return applied, nil
+	return done, nil
 }

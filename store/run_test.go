@@ -81,14 +81,14 @@ func TestRuns(t *testing.T) {
 		if err := s.Save(t.Context(), first.Run, lead.State{CRM: lead.CRMAccepted}, nil); !errors.Is(err, store.ErrRunTaken) {
 			t.Fatalf("save of the earlier run: %v, want ErrRunTaken", err)
 		}
-		if applied, err := s.Finish(t.Context(), first.Run, completed(first), nil); err != nil || applied {
-			t.Fatalf("finish of the earlier run: %t, %v; want nothing done", applied, err)
+		if done, err := s.Finish(t.Context(), first.Run, completed(first), nil); err != nil || done.Applied {
+			t.Fatalf("finish of the earlier run: %+v, %v; want nothing done", done, err)
 		}
 		if err := s.Save(t.Context(), second.Run, lead.State{CRM: lead.CRMPending, Enrichment: lead.EnrichmentNoData}, nil); err != nil {
 			t.Fatalf("save of the later run: %v", err)
 		}
-		if applied, err := s.Finish(t.Context(), second.Run, completed(second), nil); err != nil || !applied {
-			t.Fatalf("finish of the later run: %t, %v", applied, err)
+		if done, err := s.Finish(t.Context(), second.Run, completed(second), nil); err != nil || !done.Applied {
+			t.Fatalf("finish of the later run: %+v, %v", done, err)
 		}
 	})
 
@@ -100,16 +100,16 @@ func TestRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		ran := 0
-		inTx := func(pgx.Tx) error { ran++; return nil }
-		if applied, err := s.Finish(t.Context(), l.Run, completed(l), inTx); err != nil || !applied {
-			t.Fatalf("finish: %t, %v", applied, err)
+		inTx := func(pgx.Tx, *store.Finished) error { ran++; return nil }
+		if done, err := s.Finish(t.Context(), l.Run, completed(l), inTx); err != nil || !done.Applied {
+			t.Fatalf("finish: %+v, %v", done, err)
 		}
 		failed := &store.Finish{
 			KeyState: store.KeyFailed, FailureCode: response.CodeDownstreamUnavailable, Retention: time.Hour,
 			Response: response.NewFailed(l.ID.String(), response.CodeDownstreamUnavailable, "x"), State: l.State,
 		}
-		if applied, err := s.Finish(t.Context(), l.Run, failed, inTx); err != nil || applied {
-			t.Fatalf("second finish: %t, %v; want nothing done", applied, err)
+		if done, err := s.Finish(t.Context(), l.Run, failed, inTx); err != nil || done.Applied {
+			t.Fatalf("second finish: %+v, %v; want nothing done", done, err)
 		}
 		if ran != 2 {
 			t.Fatalf("inTx ran %d times, want 2: it runs whether or not there was anything to finish", ran)
@@ -128,7 +128,7 @@ func TestRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		errJob := errors.New("job completion failed")
-		if _, err := s.Finish(t.Context(), l.Run, completed(l), func(pgx.Tx) error { return errJob }); !errors.Is(err, errJob) {
+		if _, err := s.Finish(t.Context(), l.Run, completed(l), func(pgx.Tx, *store.Finished) error { return errJob }); !errors.Is(err, errJob) {
 			t.Fatalf("finish: %v, want the completion's error", err)
 		}
 		if op, _ := s.Operation(t.Context(), "a", l.Key); op.State != store.KeyProcessing {
@@ -144,8 +144,8 @@ func TestRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMUncertain}
-		if applied, err := s.Finish(t.Context(), l.Run, &store.Finish{KeyState: store.KeyNeedsReconciliation, State: st}, nil); err != nil || !applied {
-			t.Fatalf("to reconciliation: %t, %v", applied, err)
+		if done, err := s.Finish(t.Context(), l.Run, &store.Finish{KeyState: store.KeyNeedsReconciliation, State: st}, nil); err != nil || !done.Applied {
+			t.Fatalf("to reconciliation: %+v, %v", done, err)
 		}
 		refs, err := s.AwaitingReconciliation(t.Context(), 10)
 		if err != nil || len(refs) != 1 || refs[0].LeadID != l.ID {

@@ -39,6 +39,7 @@ type config struct {
 	MaxBodyBytes   int64         `env:"MAX_BODY_BYTES" envDefault:"65536" desc:"larger bodies get 413"`
 	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"5s" desc:"bound on one request's database work; past it 503"`
 	JobMaxAttempts int           `env:"JOB_MAX_ATTEMPTS" envDefault:"12" desc:"attempts of a lead job (set on each job the api enqueues)"`
+	MaxWait        time.Duration `env:"MAX_WAIT" envDefault:"30s" desc:"the longest a Prefer: wait request is held"`
 }
 
 func (c *config) validate() error {
@@ -49,6 +50,8 @@ func (c *config) validate() error {
 		return errors.New("REQUEST_TIMEOUT must be positive")
 	case c.JobMaxAttempts < 1:
 		return errors.New("JOB_MAX_ATTEMPTS must be at least 1")
+	case c.MaxWait <= 0:
+		return errors.New("MAX_WAIT must be positive")
 	}
 	return c.Common.Validate()
 }
@@ -139,6 +142,15 @@ func serve(ctx context.Context, cfg *config, clients intake.Clients, stdout io.W
 
 	st := store.New(p.Pool)
 	p.Registry.MustRegister(intake.NewKeyStateCollector(st, p.Logger))
+	// Requests that ask to wait are woken by the finishing transactions'
+	// notifications, heard on one connection of this process.
+	waiters := intake.NewWaiters(intake.DefaultMaxWaiters)
+	waiters.Register(p.Registry)
+	listenCfg := p.Pool.Config().ConnConfig.Copy()
+	p.Go(func(ctx context.Context) error {
+		store.Listen(ctx, listenCfg, store.ListenOpts{Finished: waiters.Finished, Up: waiters.Listening})
+		return nil
+	})
 	api := intake.NewHandler(&intake.HandlerOpts{
 		Store:          st,
 		Enqueue:        jobs.Enqueuer(riverClient),
@@ -148,6 +160,8 @@ func serve(ctx context.Context, cfg *config, clients intake.Clients, stdout io.W
 		RequestTimeout: cfg.RequestTimeout,
 		Logger:         p.Logger,
 		Metrics:        intake.NewMetrics(p.Registry),
+		Waiters:        waiters,
+		MaxWait:        cfg.MaxWait,
 	})
 	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{
 		Gatherer:    p.Registry,
@@ -161,11 +175,14 @@ func serve(ctx context.Context, cfg *config, clients intake.Clients, stdout io.W
 	}
 
 	const readTimeout = 30 * time.Second
-	apiAddr, err := p.Listen("API_ADDR", cfg.APIAddr, service.NewServer(api, service.ServerOpts{
+	apiServer := service.NewServer(api, service.ServerOpts{
 		ReadTimeout:  readTimeout,
-		WriteTimeout: readTimeout + cfg.RequestTimeout + 5*time.Second,
+		WriteTimeout: readTimeout + cfg.RequestTimeout + cfg.MaxWait + 5*time.Second,
 		Logger:       p.Logger,
-	}))
+	})
+	// On stop, held requests are answered at once, as their keys stand.
+	apiServer.RegisterOnShutdown(waiters.Stop)
+	apiAddr, err := p.Listen("API_ADDR", cfg.APIAddr, apiServer)
 	if err != nil {
 		return p.Abort(err)
 	}

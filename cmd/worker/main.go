@@ -146,7 +146,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, stdout io.Wr
 	metrics := jobs.NewMetrics(p.Registry)
 	jobsCfg := jobs.Config{
 		Store: store.New(p.Pool), Downstream: ds, CRMMode: lead.Mode(cfg.CRMMode), KeyRetention: cfg.KeyRetention,
-		Logger: p.Logger, Metrics: metrics,
+		Logger: p.Logger, Metrics: metrics, AwaitRecheck: cfg.ReconcileInterval,
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, jobs.NewProcessLeadWorker(jobsCfg))

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -417,8 +418,8 @@ func (s *Server) crmUpsert(r *http.Request, body []byte) reply {
 		return errorReply(http.StatusBadRequest, "external_ref differs from the path's")
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if key != ref {
-		return errorReply(http.StatusBadRequest, "Idempotency-Key must equal the external_ref")
+	if !crmKeyOf(key, ref) {
+		return errorReply(http.StatusBadRequest, "Idempotency-Key must be the external_ref, or external_ref:amend:N")
 	}
 
 	s.mu.Lock()
@@ -443,8 +444,8 @@ func (s *Server) crmCreate(r *http.Request, body []byte) reply {
 		return rep
 	}
 	key := r.Header.Get("Idempotency-Key")
-	if key != "" && key != ref {
-		return errorReply(http.StatusBadRequest, "Idempotency-Key must equal the external_ref")
+	if key != "" && !crmKeyOf(key, ref) {
+		return errorReply(http.StatusBadRequest, "Idempotency-Key must be the external_ref, or external_ref:amend:N")
 	}
 
 	s.mu.Lock()
@@ -456,6 +457,21 @@ func (s *Server) crmCreate(r *http.Request, body []byte) reply {
 	e.writes++
 	e.lastBody, e.key = body, key
 	return reply{http.StatusCreated, map[string]string{"id": e.ids[len(e.ids)-1]}}
+}
+
+// crmKeyOf reports whether key is an Idempotency-Key the contract allows
+// for a CRM write of ref: the reference itself, or ref:amend:N for the N-th
+// amendment along a chain.
+func crmKeyOf(key, ref string) bool {
+	if key == ref {
+		return true
+	}
+	n, ok := strings.CutPrefix(key, ref+":amend:")
+	if !ok {
+		return false
+	}
+	i, err := strconv.Atoi(n)
+	return err == nil && i > 0 && strconv.Itoa(i) == n
 }
 
 // crmRecord adds a record for ref and returns its entry; s.mu must be held.
