@@ -1,8 +1,12 @@
-// Command fakedownstream serves the fake enrichment service, CRM and
-// notification service of package downstream/fake, for the local demo and
-// the chaos soak. Point the worker at it with
+// Command fakedownstream serves the fake enrichment service, CRM,
+// notification service and callback receiver of package downstream/fake,
+// for the local demo and the chaos soak. Point the worker at it with
 //
 //	ENRICHMENT_URL=http://ADDR/enrichment CRM_URL=http://ADDR/crm NOTIFY_URL=http://ADDR/notify
+//
+// and a client's callback.url at http://ADDR/callbacks/{client}; with
+// FAKE_CALLBACK_SECRET set to that client's callback secret, the receiver
+// checks the signatures.
 //
 // and drive its faults and read what it received under /_fake/ (script,
 // chaos, reset, state). On start it logs one JSON line, "fake downstream
@@ -23,6 +27,7 @@ import (
 
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/internal/service"
+	"github.com/leadintake/leadintake/webhook"
 )
 
 func main() { service.Main("fakedownstream", run) }
@@ -54,6 +59,9 @@ func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, s
 	enrichmentToken := fs.String("enrichment-token", getenv("ENRICHMENT_TOKEN"), "bearer token required by the enrichment service (ENRICHMENT_TOKEN)")
 	crmToken := fs.String("crm-token", getenv("CRM_TOKEN"), "bearer token required by the CRM (CRM_TOKEN)")
 	notifyToken := fs.String("notify-token", getenv("NOTIFY_TOKEN"), "bearer token required by the notification service (NOTIFY_TOKEN)")
+	// Its default is read after parsing rather than given here, so that -h
+	// does not print the secret.
+	callbackSecretText := fs.String("callback-secret", "", "whsec_... secret that callbacks' Standard Webhooks signatures are checked with; unchecked when empty (FAKE_CALLBACK_SECRET)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -69,6 +77,16 @@ func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, s
 	if err != nil {
 		return fmt.Errorf("FAKE_CHAOS: %w", err)
 	}
+	var callbackSecret webhook.Secret
+	if *callbackSecretText == "" {
+		*callbackSecretText = getenv("FAKE_CALLBACK_SECRET")
+	}
+	if *callbackSecretText != "" {
+		// ParseSecret's errors never quote the secret.
+		if callbackSecret, err = webhook.ParseSecret(*callbackSecretText); err != nil {
+			return fmt.Errorf("FAKE_CALLBACK_SECRET: %w", err)
+		}
+	}
 	logger, err := service.NewLogger(stdout, "json", *logLevel)
 	if err != nil {
 		return err
@@ -79,6 +97,7 @@ func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, s
 		CRMToken:        *crmToken,
 		NotifyToken:     *notifyToken,
 		CreateConflict:  *createConflict,
+		CallbackSecret:  callbackSecret,
 		Logger:          logger,
 	})
 	for _, t := range fake.Targets() {
@@ -91,7 +110,8 @@ func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, s
 	if err != nil {
 		return fmt.Errorf("FAKE_ADDR: %w", err)
 	}
-	logger.Info("fake downstream listening", slog.String("addr", ln.Addr().String()), slog.String("chaos", *chaosSpec))
+	logger.Info("fake downstream listening", slog.String("addr", ln.Addr().String()), slog.String("chaos", *chaosSpec),
+		slog.Bool("callback_signatures_checked", !callbackSecret.IsZero()))
 
 	srv := service.NewServer(s, service.ServerOpts{Logger: logger})
 	// Shutdown waits for requests in flight; hung ones would hold it.

@@ -13,21 +13,28 @@ import (
 
 	"github.com/leadintake/leadintake/internal/service"
 	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/webhook"
 )
 
-// start runs the command on port 0 with extra flags and returns its base
-// URL, its logs and a function that stops it and returns run's error.
+// start runs the command on port 0 with extra flags and an empty
+// environment, and returns its base URL, its logs and a function that stops
+// it and returns run's error.
 func start(t *testing.T, flags ...string) (string, *testkit.LockedBuffer, func() error) {
+	t.Helper()
+	return startEnv(t, nil, flags...)
+}
+
+// startEnv is start with the environment env.
+func startEnv(t *testing.T, env map[string]string, flags ...string) (string, *testkit.LockedBuffer, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	logs := &testkit.LockedBuffer{}
-	// The environment is empty: only the flags count.
 	args := append([]string{"fakedownstream", "-addr", "127.0.0.1:0"}, flags...)
 	var runErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		runErr = run(ctx, args, service.MapEnv(nil), logs, io.Discard)
+		runErr = run(ctx, args, service.MapEnv(env), logs, io.Discard)
 	}()
 	stop := func() error {
 		cancel()
@@ -101,6 +108,11 @@ type state struct {
 		Records int `json:"records"`
 		Writes  int `json:"writes"`
 	} `json:"crm"`
+	Callbacks map[string]struct {
+		Client     string `json:"client"`
+		Deliveries int    `json:"deliveries"`
+		Verified   bool   `json:"verified"`
+	} `json:"callbacks"`
 	Requests map[string]int `json:"requests"`
 	Totals   struct {
 		CRMRecords int `json:"crm_records"`
@@ -115,6 +127,27 @@ func getState(t *testing.T, base string) state {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// Two callback secrets, as a client's callback.secret would be written.
+const (
+	callbackSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	otherSecret    = "whsec_b3RoZXIgc2VjcmV0LCBvdGhlciBjbGllbnQh"
+)
+
+// postCallback POSTs a callback to /callbacks/acme as the message id, signed
+// with secret now.
+func postCallback(t *testing.T, base, id, secret string) *http.Response {
+	t.Helper()
+	s, err := webhook.ParseSecret(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"type":"lead.completed","timestamp":"2026-05-12T09:30:00Z","data":{"idempotency_key":"key-0001"}}`
+	h := http.Header{}
+	webhook.SetHeaders(h, s, id, time.Now(), []byte(body))
+	return mustSend(t, http.MethodPost, base+"/callbacks/acme", body,
+		"webhook-id", h.Get("webhook-id"), "webhook-timestamp", h.Get("webhook-timestamp"), "webhook-signature", h.Get("webhook-signature"))
 }
 
 const leadBody = `{"external_ref":"li_ref1","email":"ada@example.com","name":"Ada Lovelace","phone":"+44 20 7946 0000","score":70,"tier":"warm"}`
@@ -210,6 +243,63 @@ func TestRun(t *testing.T) {
 		}
 	})
 
+	t.Run("CallbackSecret", func(t *testing.T) {
+		t.Parallel()
+		for name, c := range map[string]struct {
+			env   map[string]string
+			flags []string
+		}{
+			"FromEnv":  {env: map[string]string{"FAKE_CALLBACK_SECRET": callbackSecret}},
+			"FromFlag": {flags: []string{"-callback-secret", callbackSecret}},
+			// The flag wins over the environment, as every flag does.
+			"FlagOverEnv": {env: map[string]string{"FAKE_CALLBACK_SECRET": otherSecret}, flags: []string{"-callback-secret", callbackSecret}},
+		} {
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				base, logs, stop := startEnv(t, c.env, c.flags...)
+				if resp := postCallback(t, base, "msg_1", callbackSecret); resp.StatusCode != http.StatusOK {
+					t.Errorf("signed with the secret: %d, want 200", resp.StatusCode)
+				}
+				if resp := postCallback(t, base, "msg_2", otherSecret); resp.StatusCode != http.StatusUnauthorized {
+					t.Errorf("signed with another secret: %d, want 401", resp.StatusCode)
+				}
+				st := getState(t, base)
+				if cb := st.Callbacks["msg_1"]; cb.Deliveries != 1 || !cb.Verified || cb.Client != "acme" {
+					t.Errorf("state.callbacks[msg_1] = %+v", cb)
+				}
+				if cb := st.Callbacks["msg_2"]; cb.Deliveries != 1 || cb.Verified {
+					t.Errorf("state.callbacks[msg_2] = %+v", cb)
+				}
+				if err := stop(); err != nil {
+					t.Fatalf("run: %v", err)
+				}
+				out := logs.String()
+				if !strings.Contains(out, `"webhook_id":"msg_1"`) || !strings.Contains(out, `"path":"/callbacks/{client}"`) || !strings.Contains(out, `"callback_signatures_checked":true`) {
+					t.Errorf("the logs lack the callback lines:\n%s", out)
+				}
+				for _, secret := range []string{callbackSecret, otherSecret} {
+					if strings.Contains(out, strings.TrimPrefix(secret, "whsec_")[:12]) {
+						t.Errorf("the logs contain a secret:\n%s", out)
+					}
+				}
+			})
+		}
+
+		t.Run("Unset", func(t *testing.T) {
+			t.Parallel()
+			base, _, stop := start(t)
+			if resp := postCallback(t, base, "msg_1", otherSecret); resp.StatusCode != http.StatusOK {
+				t.Errorf("without a secret: %d, want 200", resp.StatusCode)
+			}
+			if cb := getState(t, base).Callbacks["msg_1"]; cb.Deliveries != 1 || cb.Verified {
+				t.Errorf("state.callbacks[msg_1] = %+v, want recorded unverified", cb)
+			}
+			if err := stop(); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+		})
+	})
+
 	t.Run("BadConfiguration", func(t *testing.T) {
 		t.Parallel()
 		for _, args := range [][]string{
@@ -224,6 +314,33 @@ func TestRun(t *testing.T) {
 		}
 		if err := run(t.Context(), []string{"fakedownstream", "-h"}, service.MapEnv(nil), io.Discard, io.Discard); err != nil {
 			t.Errorf("-h: %v", err)
+		}
+
+		// A bad secret stops the command, without quoting it.
+		const bad = "whsec_c2hvcnQtYnV0LXNlY3JldA=="
+		for name, c := range map[string]struct {
+			env  map[string]string
+			args []string
+		}{
+			"Env":      {map[string]string{"FAKE_CALLBACK_SECRET": bad}, []string{"fakedownstream"}},
+			"Flag":     {nil, []string{"fakedownstream", "-callback-secret", bad}},
+			"NoPrefix": {map[string]string{"FAKE_CALLBACK_SECRET": strings.TrimPrefix(callbackSecret, "whsec_")}, []string{"fakedownstream"}},
+		} {
+			err := run(t.Context(), c.args, service.MapEnv(c.env), io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), "FAKE_CALLBACK_SECRET") {
+				t.Errorf("%s: run = %v, want an error naming FAKE_CALLBACK_SECRET", name, err)
+			} else if strings.Contains(err.Error(), "c2hvcnQt") || strings.Contains(err.Error(), callbackSecret[6:18]) {
+				t.Errorf("%s: the error quotes the secret: %v", name, err)
+			}
+		}
+
+		// -h lists the flags with their defaults: never the secret.
+		var usage bytes.Buffer
+		if err := run(t.Context(), []string{"fakedownstream", "-h"}, service.MapEnv(map[string]string{"FAKE_CALLBACK_SECRET": callbackSecret}), io.Discard, &usage); err != nil {
+			t.Fatalf("-h: %v", err)
+		}
+		if !strings.Contains(usage.String(), "FAKE_CALLBACK_SECRET") || strings.Contains(usage.String(), callbackSecret[6:18]) {
+			t.Errorf("-h with the secret in the environment:\n%s", usage.String())
 		}
 	})
 }

@@ -258,6 +258,8 @@ func targetOf(method, path string) string {
 		return string(fake.Enrichment)
 	case path == "/notify":
 		return string(fake.Notify)
+	case path == "/callbacks/{client}":
+		return string(fake.Callback)
 	case method == "PUT":
 		return string(fake.CRMUpsert)
 	case method == "POST":

@@ -1,6 +1,6 @@
 // Package fake stands in for the outside world the worker talks to: the
-// enrichment service, the CRM and the notification service, all served by one
-// http.Handler, Server.
+// enrichment service, the CRM, the notification service and a client's
+// callback receiver, all served by one http.Handler, Server.
 //
 // Tests serve it in-process with httptest.NewServer; the fakedownstream
 // command serves it for the local demo and the chaos soak. The worker is
@@ -10,11 +10,15 @@
 //	CRM_URL=http://ADDR/crm
 //	NOTIFY_URL=http://ADDR/notify
 //
+// and a client's callback.url at http://ADDR/callbacks/{client}.
+//
 // Behaving well is the easy part: the enrichment answers are derived from the
 // email's domain (same domain, same answer; a domain ending in ".nodata" has
 // none), the CRM upserts by external reference (PUT) or, deliberately not
-// idempotent, creates a new record on every POST, and the notification
-// service delivers each Idempotency-Key once.
+// idempotent, creates a new record on every POST, the notification
+// service delivers each Idempotency-Key once, and the callback receiver
+// keeps every attempt of a callback under its webhook-id, checking its
+// Standard Webhooks signature when given the secret (Options.CallbackSecret).
 //
 // The point of a fake, though, is to misbehave on demand. Each Target has a
 // queue of scripted faults (Server.Script), consumed one per request, and a
@@ -25,11 +29,12 @@
 // the CRM has the record and the caller does not know it.
 //
 // What arrived is observable for assertions (Server.State, Server.CRM,
-// Server.Notification): records and writes per external reference, so that a
-// duplicate shows, deliveries per notification key, and request counts per
-// target. The same controls and observations are offered over HTTP under
-// /_fake/ for the binary; see Server.ServeHTTP.
+// Server.Notification, Server.Callback): records and writes per external
+// reference, so that a duplicate shows, deliveries per notification key,
+// attempts per callback (each with its timestamp and whether it verified),
+// and request counts per target. The same controls and observations are
+// offered over HTTP under /_fake/ for the binary; see Server.ServeHTTP.
 //
-// The fake logs method, path template, status, fault and external reference,
-// never a lead's personal data.
+// The fake logs method, path template, status, fault, external reference
+// and webhook-id, never a lead's personal data.
 package fake

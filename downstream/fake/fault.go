@@ -20,28 +20,32 @@ const (
 	CRMCreate  Target = "crm_create" // POST /crm/leads
 	CRMLookup  Target = "crm_lookup" // GET /crm/leads?external_ref=
 	Notify     Target = "notify"     // POST /notify
+	Callback   Target = "callback"   // POST /callbacks/{client}
 )
 
 // Targets returns every target, in a fixed order.
 func Targets() []Target {
-	return []Target{Enrichment, CRMUpsert, CRMCreate, CRMLookup, Notify}
+	return []Target{Enrichment, CRMUpsert, CRMCreate, CRMLookup, Notify, Callback}
 }
 
 // ParseTarget returns the target named s, or an error.
 func ParseTarget(s string) (Target, error) {
+	names := make([]string, 0, len(Targets()))
 	for _, t := range Targets() {
 		if string(t) == s {
 			return t, nil
 		}
+		names = append(names, string(t))
 	}
-	return "", fmt.Errorf("unknown target %q (want one of enrichment, crm_upsert, crm_create, crm_lookup, notify)", s)
+	return "", fmt.Errorf("unknown target %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
 // Fault is how the fake misbehaves on one request. Its parts take effect in
 // this order: Delay; then Hang, DropBeforeApply or Status, which end the
 // request without applying it; otherwise the request is applied as usual
-// (a record written, a notification recorded) and then HangAfterApply or
-// DropAfterApply withhold the answer. The zero Fault is normal behaviour.
+// (a record written, a notification or a callback recorded) and then
+// HangAfterApply or DropAfterApply withhold the answer. The zero Fault is
+// normal behaviour.
 type Fault struct {
 	// Status, when non-zero, answers with this status code instead of
 	// processing the request.

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/leadintake/leadintake/webhook"
 )
 
 // maxBody bounds a request body; larger ones get 413.
@@ -33,6 +35,12 @@ type Options struct {
 	// CreateConflict makes POST /crm/leads answer 409 when a record for the
 	// external_ref exists, instead of creating another one.
 	CreateConflict bool
+	// CallbackSecret, when set, verifies the Standard Webhooks signature of
+	// every callback: one that does not verify (signature, or timestamp
+	// more than 5 minutes away) is recorded as unverified and answered 401.
+	// The zero Secret, the default, checks nothing: callbacks are recorded
+	// as unverified and answered 200.
+	CallbackSecret webhook.Secret
 	// Logger receives one event per request; nil discards them.
 	Logger *slog.Logger
 }
@@ -60,6 +68,11 @@ type Server struct {
 	crmSeq        int
 	notifications map[string]*notification
 	enrichCalls   int
+	callbacks     map[string]*callback
+	callbackSeq   int
+	// callbackSecret is Options.CallbackSecret unless SetCallbackSecret
+	// replaced it.
+	callbackSecret webhook.Secret
 }
 
 // crmEntry is what the CRM holds for one external_ref.
@@ -74,6 +87,16 @@ type crmEntry struct {
 type notification struct {
 	deliveries int
 	firstBody  []byte
+}
+
+// callback is what the callback receiver holds for one webhook-id.
+type callback struct {
+	seq       int // the order of first arrival, for Callbacks
+	client    string
+	typ       string
+	firstBody []byte
+	attempts  []CallbackAttempt
+	accepted  int // attempts answered 200
 }
 
 // New returns a Server with opts (nil means the zero Options).
@@ -98,6 +121,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /crm/leads", s.serve(CRMCreate, s.crmCreate))
 	s.mux.HandleFunc("GET /crm/leads", s.serve(CRMLookup, s.crmLookup))
 	s.mux.HandleFunc("POST /notify", s.serve(Notify, s.notify))
+	s.mux.HandleFunc("POST /callbacks/{client}", s.serve(Callback, s.receiveCallback))
 
 	s.mux.HandleFunc("POST /_fake/script", s.handleScript)
 	s.mux.HandleFunc("POST /_fake/chaos", s.handleChaos)
@@ -112,6 +136,7 @@ func (s *Server) routes() {
 //	POST /crm/leads                  CRM create (not idempotent)
 //	GET  /crm/leads?external_ref=X   CRM look-up
 //	POST /notify                     notification
+//	POST /callbacks/{client}         callback (Standard Webhooks)
 //
 // and the control API: POST /_fake/script, POST /_fake/chaos, POST
 // /_fake/reset and GET /_fake/state.
@@ -157,8 +182,17 @@ func (s *Server) SetChaos(target Target, c Chaos) error {
 	return nil
 }
 
-// Reset forgets every record, notification, count, scripted fault and chaos
-// mix, as if the Server were new; its Options stay.
+// SetCallbackSecret replaces the secret that callbacks are verified with
+// (the zero Secret checks nothing), as a receiver does when a secret
+// rotates, until Reset restores Options.CallbackSecret.
+func (s *Server) SetCallbackSecret(secret webhook.Secret) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.callbackSecret = secret
+}
+
+// Reset forgets every record, notification, callback, count, scripted fault
+// and chaos mix, as if the Server were new; its Options stay.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -172,6 +206,9 @@ func (s *Server) reset() {
 	s.crmSeq = 0
 	s.notifications = make(map[string]*notification)
 	s.enrichCalls = 0
+	s.callbacks = make(map[string]*callback)
+	s.callbackSeq = 0
+	s.callbackSecret = s.opts.CallbackSecret
 }
 
 // faultsOf returns target's faults; s.mu must be held.
@@ -211,6 +248,9 @@ func (s *Server) serve(target Target, h func(*http.Request, []byte) reply) http.
 			}
 			if ref != "" {
 				attrs = append(attrs, slog.String("external_ref", ref))
+			}
+			if id := r.Header.Get(webhook.HeaderID); target == Callback && id != "" {
+				attrs = append(attrs, slog.String("webhook_id", id))
 			}
 			if outcome != "" {
 				attrs = append(attrs, slog.String("fault", outcome))
@@ -533,6 +573,60 @@ func (s *Server) notify(r *http.Request, body []byte) reply {
 	}
 	s.notifications[key] = &notification{deliveries: 1, firstBody: body}
 	return reply{http.StatusAccepted, map[string]string{"status": "sent"}}
+}
+
+// receiveCallback records a callback delivery under its webhook-id, the
+// same on every attempt, and answers 200 ("received" the first time,
+// "duplicate" after); with a callback secret, an attempt whose signature
+// does not verify is recorded as such and answered 401. A request without
+// webhook-id, or whose body is not a JSON object, gets 400 and is not
+// recorded.
+func (s *Server) receiveCallback(r *http.Request, body []byte) reply {
+	id := r.Header.Get(webhook.HeaderID)
+	if id == "" {
+		return errorReply(http.StatusBadRequest, "webhook-id missing")
+	}
+	var msg map[string]json.RawMessage
+	if err := json.Unmarshal(body, &msg); err != nil || msg == nil {
+		return errorReply(http.StatusBadRequest, "invalid JSON")
+	}
+	var typ string
+	_ = json.Unmarshal(msg["type"], &typ)
+
+	now := time.Now()
+	s.mu.Lock()
+	secret := s.callbackSecret
+	s.mu.Unlock()
+	attempt := CallbackAttempt{ReceivedAt: now, Problem: "not checked: no callback secret"}
+	// Recorded whatever it is, so that a test sees what the sender put
+	// there, not only whether it verified.
+	if unix, err := strconv.ParseInt(r.Header.Get(webhook.HeaderTimestamp), 10, 64); err == nil {
+		attempt.Timestamp = time.Unix(unix, 0).UTC()
+	}
+	if !secret.IsZero() {
+		_, err := webhook.Verify([]webhook.Secret{secret}, r.Header, body, now, webhook.DefaultTolerance)
+		attempt.Verified, attempt.Problem = err == nil, ""
+		if err != nil {
+			attempt.Problem = err.Error()
+		}
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.callbacks[id]
+	if c == nil {
+		s.callbackSeq++
+		c = &callback{seq: s.callbackSeq, client: r.PathValue("client"), typ: typ, firstBody: body}
+		s.callbacks[id] = c
+	}
+	c.attempts = append(c.attempts, attempt)
+	if !secret.IsZero() && !attempt.Verified {
+		return errorReply(http.StatusUnauthorized, "signature invalid")
+	}
+	if c.accepted++; c.accepted > 1 {
+		return reply{http.StatusOK, map[string]string{"status": "duplicate"}}
+	}
+	return reply{http.StatusOK, map[string]string{"status": "received"}}
 }
 
 func errorReply(status int, msg string) reply {
