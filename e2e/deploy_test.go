@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/leadintake/leadintake/callers"
 	"net"
 	"net/url"
 	"os"
@@ -17,7 +18,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/leadintake/leadintake/intake"
 )
 
 // There is no container engine where the tests run: these tests read the
@@ -346,7 +346,7 @@ func TestComposeFile(t *testing.T) {
 
 	// The demo's credentials: each bearer token shown is one API_CLIENTS
 	// lists, and basic auth is set on the api so that River UI is served.
-	clients, err := intake.ParseClients(cf.Services["api"].Environment["API_CLIENTS"])
+	clients, err := callers.ParseAPIClients(cf.Services["api"].Environment["API_CLIENTS"])
 	if err != nil {
 		t.Fatalf("api: API_CLIENTS: %v", err)
 	}

@@ -1,86 +1,141 @@
 package intake
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
-	"fmt"
+	"net/http"
 	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leadintake/leadintake/callers"
+	"github.com/leadintake/leadintake/response"
 )
 
-// Client is one caller allowed to submit leads: its id and the SHA-256 of its
-// bearer token. The token itself is never held.
-type Client struct {
-	ID        string
-	TokenHash [sha256.Size]byte
+// Values kept on the echo.Context by authentication.
+const (
+	// ctxPublishable holds the publishable key of a browser's request.
+	ctxPublishable = "leadintake.publishable"
+)
+
+// publicPaths are the routes that ignore Authorization altogether.
+var publicPaths = map[string]bool{
+	"/healthz": true, "/readyz": true, "/openapi.json": true, "/v1/sdk/leadintake.js": true,
 }
 
-// Clients is the set of callers read from API_CLIENTS: comma-separated
-// client_id=sha256hex(token) entries.
-type Clients struct{ list []Client }
+// Browser CORS: what a page may send and read.
+const (
+	corsAllowMethods  = "GET, POST"
+	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, Supersedes, Prefer, X-Request-Id"
+	corsExposeHeaders = "Idempotency-Key, Idempotent-Replayed, Location, Retry-After, X-Request-Id, Preference-Applied"
+	corsMaxAge        = "600"
+)
 
-// ParseClients parses comma-separated client_id=sha256hex(token) entries.
-// Client ids are 1 to 64 characters of A-Z a-z 0-9 . _ -. A client may be
-// listed with several token hashes, so that a token can be rotated without a
-// moment in which neither works; the same hash may not be listed twice.
-func ParseClients(value string) (Clients, error) {
-	var cs []Client
-	seen := map[string]bool{} // hashes
-	for entry := range strings.SplitSeq(value, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
-		id, hash, ok := strings.Cut(entry, "=")
-		id, hash = strings.TrimSpace(id), strings.TrimSpace(hash)
-		if !ok || !validClientID(id) {
-			return Clients{}, fmt.Errorf("entry %d: want client_id=sha256hex(token) with a client id of 1 to 64 characters A-Z a-z 0-9 . _ -", len(cs)+1)
-		}
-		raw, err := hex.DecodeString(hash)
-		if err != nil || len(raw) != sha256.Size {
-			return Clients{}, fmt.Errorf("client %q: the token hash must be 64 hexadecimal digits (sha256 of the token)", id)
-		}
-		if seen[string(raw)] {
-			return Clients{}, fmt.Errorf("client %q: a token hash is listed twice", id)
-		}
-		c := Client{ID: id}
-		copy(c.TokenHash[:], raw)
-		cs = append(cs, c)
-		seen[string(raw)] = true
-	}
-	if len(cs) == 0 {
-		return Clients{}, fmt.Errorf("no client listed")
-	}
-	return Clients{list: cs}, nil
+// browserRoute reports whether the request is one a publishable key may
+// make: POST /v1/leads or GET /v1/operations/{key}. route is Echo's
+// pattern of the request.
+func browserRoute(method, route string) bool {
+	return method == http.MethodPost && route == "/v1/leads" ||
+		method == http.MethodGet && route == "/v1/operations/:key"
 }
 
-// Authenticate returns the id of the client whose token hash matches
-// sha256(token). Every entry is compared, in constant time, whatever matches,
-// so the time taken says nothing about which client or how much of a hash
-// matched.
-func (cs Clients) Authenticate(token string) (string, bool) {
-	sum := sha256.Sum256([]byte(token))
-	match := -1
-	for i := range cs.list {
-		if subtle.ConstantTimeCompare(sum[:], cs.list[i].TokenHash[:]) == 1 {
-			match = i
-		}
-	}
-	if match < 0 {
+// bearer returns the bearer credential of the request, "" when there is
+// none.
+func bearer(r *http.Request) (string, bool) {
+	scheme, token, _ := strings.Cut(r.Header.Get(echo.HeaderAuthorization), " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return "", false
 	}
-	return cs.list[match].ID, true
+	return token, true
 }
 
-func validClientID(id string) bool {
-	if len(id) == 0 || len(id) > 64 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
+// browsers judges, before any handler, the requests of web pages: CORS
+// preflights, and every request carrying a publishable key. A publishable
+// key may only submit (POST /v1/leads) and poll (GET /v1/operations/{key}),
+// from an origin listed for it; answers to it carry the CORS headers.
+// Requests with a bearer token are left alone.
+func browsers(holder *callers.Holder) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			origin := strings.ToLower(req.Header.Get(echo.HeaderOrigin))
+			set := holder.Set()
+			route := c.Path()
+			if req.Method == http.MethodOptions {
+				if (route == "/v1/leads" || route == "/v1/operations/:key") && origin != "" && set.OriginAllowed(origin) {
+					h := c.Response().Header()
+					h.Set(echo.HeaderAccessControlAllowOrigin, origin)
+					h.Add(echo.HeaderVary, echo.HeaderOrigin)
+					h.Set(echo.HeaderAccessControlAllowMethods, corsAllowMethods)
+					h.Set(echo.HeaderAccessControlAllowHeaders, corsAllowHeaders)
+					h.Set(echo.HeaderAccessControlMaxAge, corsMaxAge)
+					return c.NoContent(http.StatusNoContent)
+				}
+				return response.Errorf(response.CodeOriginNotAllowed, "no publishable key allows this origin on this path")
+			}
+			token, ok := bearer(req)
+			if !ok || !callers.IsPublishable(token) || publicPaths[req.URL.Path] {
+				return next(c)
+			}
+			if !browserRoute(req.Method, route) {
+				return response.Errorf(response.CodeForbiddenForPublishableKey, "a publishable key may only submit leads and read their operations")
+			}
+			clientID, allowed, known := set.Publishable(token, origin)
+			if !known {
+				// The page may read this answer when its origin is one some
+				// key allows: the 401 is the page's to show.
+				if origin != "" && set.OriginAllowed(origin) {
+					setCORS(c, origin)
+				}
+				return response.Errorf(response.CodeUnauthorized, "the publishable key is not valid")
+			}
+			if !allowed {
+				return response.Errorf(response.CodeOriginNotAllowed, "this publishable key does not allow the request's Origin")
+			}
+			setCORS(c, origin)
+			c.Set(ctxClientID, clientID)
+			c.Set(ctxPublishable, token)
+			return next(c)
 		}
 	}
-	return true
+}
+
+// setCORS marks an answer readable by the page of origin.
+func setCORS(c echo.Context, origin string) {
+	h := c.Response().Header()
+	h.Set(echo.HeaderAccessControlAllowOrigin, origin)
+	h.Add(echo.HeaderVary, echo.HeaderOrigin)
+	h.Set(echo.HeaderAccessControlExposeHeaders, corsExposeHeaders)
+}
+
+// publishableKeyOf returns the publishable key of a browser's request, ""
+// for a request with a bearer token.
+func publishableKeyOf(c echo.Context) string {
+	pk, _ := c.Get(ctxPublishable).(string)
+	return pk
+}
+
+// authenticate accepts a request authenticated by a publishable key (see
+// browsers), or one whose bearer token belongs to a client and whose
+// X-Client-Id, when sent, names that client.
+func authenticate(holder *callers.Holder) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if publishableKeyOf(c) == "" {
+				token, ok := bearer(c.Request())
+				if !ok {
+					return response.Errorf(response.CodeUnauthorized, "send Authorization: Bearer <token>")
+				}
+				clientID, ok := holder.Set().Authenticate(token)
+				if !ok {
+					return response.Errorf(response.CodeUnauthorized, "the bearer token is not valid")
+				}
+				c.Set(ctxClientID, clientID)
+			}
+			clientID := c.Get(ctxClientID).(string)
+			if ids := c.Request().Header.Values("X-Client-Id"); len(ids) > 0 && (len(ids) > 1 || ids[0] != clientID) {
+				return response.Errorf(response.CodeClientMismatch, "X-Client-Id does not match the authenticated client")
+			}
+			return next(c)
+		}
+	}
 }

@@ -8,11 +8,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/internal/testkit"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +41,12 @@ const (
 	tokenB = "token-of-client-b"
 )
 
+// Client a's page: its publishable key, and the one origin it allows.
+const (
+	publishableKeyA = "pk_a_test0123456789abcdef"
+	shopOrigin      = "https://shop.example"
+)
+
 // validBody is a lead that breaks no rule.
 const validBody = `{"email":"ada@example.com","source":"website","name":"Ada Lovelace"}`
 
@@ -58,6 +66,9 @@ type testAPIOpts struct {
 	// Listen, when set, hears the finishing transactions' notifications
 	// (store.Listen) for the waiting requests.
 	Listen bool
+	// PublicRateLimit and TrustedProxies are the api's.
+	PublicRateLimit intake.RateLimit
+	TrustedProxies  []netip.Prefix
 }
 
 // testAPI is the public API served over real HTTP, on a database of its own,
@@ -93,7 +104,16 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 	if err != nil {
 		t.Fatalf("river client: %v", err)
 	}
-	clients, err := intake.ParseClients(fmt.Sprintf("a=%s, b=%s", tokenHash(tokenA), tokenHash(tokenB)))
+	clients, err := callers.ParseFile(fmt.Appendf(nil, `
+clients:
+  - id: a
+    tokens_sha256: [%s]
+    publishable_keys:
+      - key: %s
+        origins: [%s]
+  - id: b
+    tokens_sha256: [%s]
+`, tokenHash(tokenA), publishableKeyA, shopOrigin, tokenHash(tokenB)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,16 +141,18 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 		t.Cleanup(func() { cancel(); <-done })
 	}
 	handler := intake.NewHandler(&intake.HandlerOpts{
-		Waiters:        waiters,
-		MaxWait:        opts.MaxWait,
-		Store:          store.New(storePool),
-		Enqueue:        jobs.Enqueuer(riverClient),
-		Clients:        clients,
-		Decode:         lead.DecodeOpts{AllowedSources: []string{"website", "linkedin", "referral", "ads", "event"}},
-		MaxBodyBytes:   opts.MaxBodyBytes,
-		RequestTimeout: cmp.Or(opts.RequestTimeout, testkit.Patience),
-		Logger:         slog.New(slog.NewTextHandler(logs, nil)),
-		Metrics:        metrics,
+		Waiters:         waiters,
+		MaxWait:         opts.MaxWait,
+		PublicRateLimit: opts.PublicRateLimit,
+		TrustedProxies:  opts.TrustedProxies,
+		Store:           store.New(storePool),
+		Enqueue:         jobs.Enqueuer(riverClient),
+		Callers:         callers.NewHolder(clients),
+		Decode:          lead.DecodeOpts{AllowedSources: []string{"website", "linkedin", "referral", "ads", "event"}},
+		MaxBodyBytes:    opts.MaxBodyBytes,
+		RequestTimeout:  cmp.Or(opts.RequestTimeout, testkit.Patience),
+		Logger:          slog.New(slog.NewTextHandler(logs, nil)),
+		Metrics:         metrics,
 	})
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/internal/testkit"
 	"io"
 	"log/slog"
@@ -50,7 +51,7 @@ func newHostileServer(t *testing.T, opts hostileServerOpts) *hostileServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clients, err := intake.ParseClients(fmt.Sprintf("a=%s,b=%s", tokenHash(tokenA), tokenHash(tokenB)))
+	clients, err := callers.ParseAPIClients(fmt.Sprintf("a=%s,b=%s", tokenHash(tokenA), tokenHash(tokenB)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func newHostileServer(t *testing.T, opts hostileServerOpts) *hostileServer {
 	handler := intake.NewHandler(&intake.HandlerOpts{
 		Store:          store.New(pool),
 		Enqueue:        jobs.Enqueuer(riverClient),
-		Clients:        clients,
+		Callers:        callers.NewHolder(clients),
 		RequestTimeout: requestTimeout,
 		Logger:         slog.New(slog.NewTextHandler(logs, nil)),
 	})

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
 	"github.com/leadintake/leadintake/store"
@@ -43,6 +45,7 @@ const (
 const (
 	outcomeRefused     = "refused"
 	outcomeUnavailable = "unavailable"
+	outcomeRateLimited = "rate_limited"
 )
 
 // HandlerOpts configure NewHandler.
@@ -50,7 +53,9 @@ type HandlerOpts struct {
 	Store *store.Store
 	// Enqueue inserts a claimed lead's job in the claim's transaction.
 	Enqueue store.EnqueueFunc
-	Clients Clients
+	// Callers are the clients in force (swapped when the clients file is
+	// read again).
+	Callers *callers.Holder
 	Decode  lead.DecodeOpts
 	// MaxBodyBytes bounds a body; larger ones get 413. Default
 	// DefaultMaxBodyBytes.
@@ -67,7 +72,15 @@ type HandlerOpts struct {
 	// wakes but its poll, and DefaultMaxWait.
 	Waiters *Waiters
 	MaxWait time.Duration
+	// PublicRateLimit bounds the new submissions of one publishable key
+	// from one address, per api process; zero for DefaultPublicRateLimit.
+	PublicRateLimit RateLimit
+	// TrustedProxies are the peers whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
 }
+
+// DefaultPublicRateLimit is PUBLIC_RATE_LIMIT's default: 20 a minute.
+var DefaultPublicRateLimit = RateLimit{N: 20, Per: time.Minute}
 
 // NewHandler returns the public HTTP API.
 func NewHandler(opts *HandlerOpts) *echo.Echo {
@@ -87,6 +100,9 @@ func NewHandler(opts *HandlerOpts) *echo.Echo {
 	if o.MaxWait <= 0 {
 		o.MaxWait = DefaultMaxWait
 	}
+	if o.PublicRateLimit.N <= 0 {
+		o.PublicRateLimit = DefaultPublicRateLimit
+	}
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -103,6 +119,7 @@ func NewHandler(opts *HandlerOpts) *echo.Echo {
 			},
 		}),
 		refuseUnknownMethods,
+		browsers(o.Callers),
 	)
 	addRoutes(e, &o)
 	return e
@@ -182,29 +199,6 @@ func fitRequestID(id string) bool {
 	return true
 }
 
-// authenticate accepts a request whose bearer token belongs to a client, and
-// whose X-Client-Id, when sent, names that client.
-func authenticate(clients Clients) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			scheme, token, _ := strings.Cut(c.Request().Header.Get(echo.HeaderAuthorization), " ")
-			token = strings.TrimSpace(token)
-			if !strings.EqualFold(scheme, "Bearer") || token == "" {
-				return response.Errorf(response.CodeUnauthorized, "send Authorization: Bearer <token>")
-			}
-			clientID, ok := clients.Authenticate(token)
-			if !ok {
-				return response.Errorf(response.CodeUnauthorized, "the bearer token is not valid")
-			}
-			c.Set(ctxClientID, clientID)
-			if ids := c.Request().Header.Values("X-Client-Id"); len(ids) > 0 && (len(ids) > 1 || ids[0] != clientID) {
-				return response.Errorf(response.CodeClientMismatch, "X-Client-Id does not match the authenticated client")
-			}
-			return next(c)
-		}
-	}
-}
-
 // processingBody is the 202 body of a submission in progress.
 type processingBody struct {
 	Status         string `json:"status"`
@@ -213,7 +207,8 @@ type processingBody struct {
 	StatusURL      string `json:"status_url"`
 }
 
-func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, waiters *Waiters, decode *lead.DecodeOpts, maxBody int64, timeout time.Duration) echo.HandlerFunc {
+func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, waiters *Waiters, limits *limiters, trusted []netip.Prefix,
+	decode *lead.DecodeOpts, maxBody int64, timeout time.Duration) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		clientID := c.Get(ctxClientID).(string)
@@ -248,6 +243,20 @@ func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, waiters *Waite
 		// claim helps nobody, and the caller's retry will find the result.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), timeout)
 		defer cancel()
+		if pk := publishableKeyOf(c); pk != "" && limits != nil {
+			// Only a submission that would claim a new key counts.
+			inUse, err := st.KeyInUse(ctx, clientID, key)
+			if err != nil {
+				return storeError(err)
+			}
+			if !inUse {
+				if ok, wait := limits.allow(pk, clientAddr(req, trusted)); !ok {
+					c.Response().Header().Set(echo.HeaderRetryAfter, retryAfter(wait))
+					c.Set(ctxOutcome, outcomeRateLimited)
+					return response.Errorf(response.CodeRateLimited, "too many new submissions from this page; retry after the time in Retry-After")
+				}
+			}
+		}
 		res, err := st.Claim(ctx, &store.ClaimParams{
 			ClientID: clientID, Key: key, ExternalRef: c.Get(ctxRef).(string), Payload: payload, Enqueue: enqueue,
 		})
@@ -268,7 +277,7 @@ func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, waiters *Waite
 				if op != nil && op.Response != nil {
 					// A new key that finished in time is answered with its
 					// final response, and is no replay.
-					return c.Blob(op.Response.Status, echo.MIMEApplicationJSON, op.Response.Body)
+					return writeFinal(c, *op.Response)
 				}
 				if op != nil {
 					state = op.State
@@ -283,7 +292,7 @@ func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, waiters *Waite
 		case store.OutcomeReplayed:
 			h.Set("Idempotency-Key", key)
 			h.Set("Idempotent-Replayed", "true")
-			return c.Blob(res.Response.Status, echo.MIMEApplicationJSON, res.Response.Body)
+			return writeFinal(c, res.Response)
 		case store.OutcomeSupersedesUnknown:
 			return response.Errorf(response.CodeSupersedesUnknown, "the Supersedes key is not a key of this client, or it has expired")
 		case store.OutcomeAlreadySuperseded:
@@ -377,8 +386,23 @@ func handleOperationGet(st *store.Store, waiters *Waiters, timeout time.Duration
 				op = held
 			}
 		}
-		return writeJSON(c, http.StatusOK, operationBodyOf(op))
+		body := operationBodyOf(op)
+		if body.Response != nil && publishableKeyOf(c) != "" {
+			body.Response.Body = response.ForBrowser(body.Response.Body)
+		}
+		return writeJSON(c, http.StatusOK, body)
 	}
+}
+
+// writeFinal answers with a stored final response: as stored, byte for
+// byte, or, for a web page, projected (response.ForBrowser) with the
+// stored status.
+func writeFinal(c echo.Context, f response.Final) error {
+	body := f.Body
+	if publishableKeyOf(c) != "" {
+		body = response.ForBrowser(body)
+	}
+	return c.Blob(f.Status, echo.MIMEApplicationJSON, body)
 }
 
 // operationBodyOf is the body of GET /v1/operations/{key} for op.

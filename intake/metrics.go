@@ -24,7 +24,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		submissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leadintake_submissions_total",
-			Help: "Submissions (POST /v1/leads) by outcome: claimed, reopened, replayed, in_progress, mismatch, refused, unavailable.",
+			Help: "Submissions (POST /v1/leads) by outcome: claimed, reopened, replayed, in_progress, mismatch, supersedes_unknown, already_superseded, refused, unavailable, rate_limited.",
 		}, []string{"outcome"}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "leadintake_http_request_duration_seconds",
@@ -33,7 +33,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"route", "method", "status"}),
 	}
 	reg.MustRegister(m.submissions, m.requests)
-	for _, o := range []string{"claimed", "reopened", "replayed", "in_progress", "mismatch", outcomeRefused, outcomeUnavailable} {
+	for _, o := range []string{"claimed", "reopened", "replayed", "in_progress", "mismatch", "supersedes_unknown",
+		"already_superseded", outcomeRefused, outcomeUnavailable, outcomeRateLimited} {
 		m.submissions.WithLabelValues(o)
 	}
 	return m

@@ -4,11 +4,13 @@ import "github.com/labstack/echo/v4"
 
 // addRoutes lists the whole public API.
 func addRoutes(e *echo.Echo, o *HandlerOpts) {
-	auth := authenticate(o.Clients)
+	auth := authenticate(o.Callers)
 
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(o.Store))
 	wait := applyWait(o.MaxWait)
-	e.POST("/v1/leads", handleLeadCreate(o.Store, o.Enqueue, o.Waiters, &o.Decode, o.MaxBodyBytes, o.RequestTimeout), wait, auth)
+	limits := newLimiters(o.PublicRateLimit)
+	e.POST("/v1/leads", handleLeadCreate(o.Store, o.Enqueue, o.Waiters, limits, o.TrustedProxies,
+		&o.Decode, o.MaxBodyBytes, o.RequestTimeout), wait, auth)
 	e.GET("/v1/operations/:key", handleOperationGet(o.Store, o.Waiters, o.RequestTimeout), wait, auth)
 }

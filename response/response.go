@@ -42,6 +42,18 @@ const (
 	CodeSupersedesUnknown Code = "supersedes_unknown"
 	// CodeAlreadySuperseded: another key superseded that key first.
 	CodeAlreadySuperseded Code = "already_superseded"
+	// CodeForbiddenForPublishableKey: a publishable key may only submit
+	// leads and read their operations.
+	CodeForbiddenForPublishableKey Code = "forbidden_for_publishable_key"
+	// CodeOriginNotAllowed: the Origin is not one the publishable key (or,
+	// for a preflight, any key) allows.
+	CodeOriginNotAllowed Code = "origin_not_allowed"
+	// CodeRateLimited: too many new submissions from one publishable key
+	// and address.
+	CodeRateLimited Code = "rate_limited"
+	// CodeSignatureInvalid: an inbound webhook's signature is missing,
+	// wrong, or too old.
+	CodeSignatureInvalid Code = "signature_invalid"
 )
 
 // Error codes of failed leads, in their stored final responses.
@@ -51,31 +63,39 @@ const (
 	// CodeDownstreamUnavailable: the attempts ran out on transient
 	// failures; a retry with the same body re-opens the key.
 	CodeDownstreamUnavailable Code = "downstream_unavailable"
+	// CodeErased: the lead's personal data was erased on request before it
+	// finished.
+	CodeErased Code = "erased"
 )
 
 var statusOf = map[Code]int{
-	CodeUnauthorized:          http.StatusUnauthorized,
-	CodeClientMismatch:        http.StatusForbidden,
-	CodeKeyMissing:            http.StatusBadRequest,
-	CodeKeyInvalid:            http.StatusBadRequest,
-	CodeUnsupportedMediaType:  http.StatusUnsupportedMediaType,
-	CodeBodyTooLarge:          http.StatusRequestEntityTooLarge,
-	CodeInvalidJSON:           http.StatusBadRequest,
-	CodeUnknownField:          http.StatusUnprocessableEntity,
-	CodeValidationFailed:      http.StatusUnprocessableEntity,
-	CodeKeyReused:             http.StatusUnprocessableEntity,
-	CodeStoreUnavailable:      http.StatusServiceUnavailable,
-	CodeNotFound:              http.StatusNotFound,
-	CodeMethodNotAllowed:      http.StatusMethodNotAllowed,
-	CodeRequestTimeout:        http.StatusRequestTimeout,
-	CodeHeadersTooLarge:       http.StatusRequestHeaderFieldsTooLarge,
-	CodeBadRequest:            http.StatusBadRequest,
-	CodeInternal:              http.StatusInternalServerError,
-	CodeSupersedesInvalid:     http.StatusUnprocessableEntity,
-	CodeSupersedesUnknown:     http.StatusUnprocessableEntity,
-	CodeAlreadySuperseded:     http.StatusConflict,
-	CodeCRMRejected:           http.StatusUnprocessableEntity,
-	CodeDownstreamUnavailable: http.StatusBadGateway,
+	CodeUnauthorized:               http.StatusUnauthorized,
+	CodeClientMismatch:             http.StatusForbidden,
+	CodeKeyMissing:                 http.StatusBadRequest,
+	CodeKeyInvalid:                 http.StatusBadRequest,
+	CodeUnsupportedMediaType:       http.StatusUnsupportedMediaType,
+	CodeBodyTooLarge:               http.StatusRequestEntityTooLarge,
+	CodeInvalidJSON:                http.StatusBadRequest,
+	CodeUnknownField:               http.StatusUnprocessableEntity,
+	CodeValidationFailed:           http.StatusUnprocessableEntity,
+	CodeKeyReused:                  http.StatusUnprocessableEntity,
+	CodeStoreUnavailable:           http.StatusServiceUnavailable,
+	CodeNotFound:                   http.StatusNotFound,
+	CodeMethodNotAllowed:           http.StatusMethodNotAllowed,
+	CodeRequestTimeout:             http.StatusRequestTimeout,
+	CodeHeadersTooLarge:            http.StatusRequestHeaderFieldsTooLarge,
+	CodeBadRequest:                 http.StatusBadRequest,
+	CodeInternal:                   http.StatusInternalServerError,
+	CodeSupersedesInvalid:          http.StatusUnprocessableEntity,
+	CodeSupersedesUnknown:          http.StatusUnprocessableEntity,
+	CodeAlreadySuperseded:          http.StatusConflict,
+	CodeForbiddenForPublishableKey: http.StatusForbidden,
+	CodeOriginNotAllowed:           http.StatusForbidden,
+	CodeRateLimited:                http.StatusTooManyRequests,
+	CodeSignatureInvalid:           http.StatusUnauthorized,
+	CodeErased:                     http.StatusUnprocessableEntity,
+	CodeCRMRejected:                http.StatusUnprocessableEntity,
+	CodeDownstreamUnavailable:      http.StatusBadGateway,
 }
 
 // Status returns the HTTP status of code; an unknown code is 500.
@@ -221,4 +241,23 @@ func CodeOf(err error) Code {
 		return e.Code
 	}
 	return CodeInternal
+}
+
+// browserView is what a web page sees of a final response.
+type browserView struct {
+	Status string       `json:"status"`
+	LeadID string       `json:"lead_id"`
+	Error  *FailedError `json:"error,omitempty"`
+}
+
+// ForBrowser projects a stored final body for a web page (a request with a
+// publishable key): its status and lead id, and for a failure the error's
+// code and message; no CRM id, score, tier or warnings. The stored body
+// itself is unchanged.
+func ForBrowser(body []byte) []byte {
+	var v browserView
+	if err := json.Unmarshal(body, &v); err != nil {
+		return Marshal(&browserView{Status: StatusFailed})
+	}
+	return Marshal(&v)
 }

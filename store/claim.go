@@ -389,3 +389,19 @@ WHERE client_id = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > now())
 	}
 	return &op, nil
 }
+
+// KeyInUse reports whether the client holds key, unexpired: a request with
+// it is a replay, a poll or a mismatch, never a new claim. It decides
+// nothing (the claim alone does); it lets the api spare such requests the
+// rate limit of new submissions.
+func (s *Store) KeyInUse(ctx context.Context, clientID, key string) (bool, error) {
+	var inUse bool
+	err := s.db.QueryRow(ctx, `
+SELECT EXISTS (SELECT FROM idempotency_keys
+               WHERE client_id = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > now()))`,
+		clientID, key).Scan(&inUse)
+	if err != nil {
+		return false, fmt.Errorf("key in use: %w", err)
+	}
+	return inUse, nil
+}

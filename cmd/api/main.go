@@ -10,12 +10,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/admin"
 	"github.com/leadintake/leadintake/internal/service"
@@ -34,12 +37,15 @@ type config struct {
 	AdminAddr string `env:"ADMIN_ADDR" envDefault:"127.0.0.1:8081" desc:"operators' listener: /metrics, and River UI under /riverui/ (served only with ADMIN_USER and ADMIN_PASSWORD)"`
 	// APIClients is parsed after the rest: a parse error must not quote
 	// it (a hash list, or a token pasted by mistake).
-	APIClients     string        `env:"API_CLIENTS,required" desc:"comma-separated client_id=sha256hex(token) entries"`
-	AllowedSources []string      `env:"ALLOWED_SOURCES" envDefault:"website,linkedin,referral,ads,event" desc:"allowed values of a lead's source; empty allows any"`
-	MaxBodyBytes   int64         `env:"MAX_BODY_BYTES" envDefault:"65536" desc:"larger bodies get 413"`
-	RequestTimeout time.Duration `env:"REQUEST_TIMEOUT" envDefault:"5s" desc:"bound on one request's database work; past it 503"`
-	JobMaxAttempts int           `env:"JOB_MAX_ATTEMPTS" envDefault:"12" desc:"attempts of a lead job (set on each job the api enqueues)"`
-	MaxWait        time.Duration `env:"MAX_WAIT" envDefault:"30s" desc:"the longest a Prefer: wait request is held"`
+	APIClients      string        `env:"API_CLIENTS" desc:"comma-separated client_id=sha256hex(token) entries; required unless CLIENTS_FILE is set"`
+	ClientsFile     string        `env:"CLIENTS_FILE" desc:"path of the clients file (tokens, publishable keys, callbacks, webhook secrets); read again on SIGHUP"`
+	PublicRateLimit string        `env:"PUBLIC_RATE_LIMIT" envDefault:"20/m" desc:"new submissions per publishable key and client IP, per api process (N/s, N/m, N/h)"`
+	TrustedProxies  string        `env:"TRUSTED_PROXIES" desc:"comma-separated CIDRs whose X-Forwarded-For is believed when finding a client IP"`
+	AllowedSources  []string      `env:"ALLOWED_SOURCES" envDefault:"website,linkedin,referral,ads,event" desc:"allowed values of a lead's source; empty allows any"`
+	MaxBodyBytes    int64         `env:"MAX_BODY_BYTES" envDefault:"65536" desc:"larger bodies get 413"`
+	RequestTimeout  time.Duration `env:"REQUEST_TIMEOUT" envDefault:"5s" desc:"bound on one request's database work; past it 503"`
+	JobMaxAttempts  int           `env:"JOB_MAX_ATTEMPTS" envDefault:"12" desc:"attempts of a lead job (set on each job the api enqueues)"`
+	MaxWait         time.Duration `env:"MAX_WAIT" envDefault:"30s" desc:"the longest a Prefer: wait request is held"`
 }
 
 func (c *config) validate() error {
@@ -52,6 +58,8 @@ func (c *config) validate() error {
 		return errors.New("JOB_MAX_ATTEMPTS must be at least 1")
 	case c.MaxWait <= 0:
 		return errors.New("MAX_WAIT must be positive")
+	case c.APIClients == "" && c.ClientsFile == "":
+		return errors.New("API_CLIENTS or CLIENTS_FILE is required")
 	}
 	return c.Common.Validate()
 }
@@ -94,11 +102,26 @@ func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, s
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	clients, err := intake.ParseClients(cfg.APIClients)
+	rateLimit, err := intake.ParseRateLimit(cfg.PublicRateLimit)
 	if err != nil {
-		return fmt.Errorf("config: API_CLIENTS: %w", err)
+		return fmt.Errorf("config: PUBLIC_RATE_LIMIT: %w", err)
 	}
-	return serve(ctx, &cfg, clients, stdout)
+	trusted, err := intake.ParseTrustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("config: TRUSTED_PROXIES: %w", err)
+	}
+	source := callers.Source{APIClients: cfg.APIClients, Path: cfg.ClientsFile}
+	clients, err := source.Load()
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return serve(ctx, &cfg, &limits{rate: rateLimit, trusted: trusted}, source, callers.NewHolder(clients), stdout)
+}
+
+// limits are the parsed PUBLIC_RATE_LIMIT and TRUSTED_PROXIES.
+type limits struct {
+	rate    intake.RateLimit
+	trusted []netip.Prefix
 }
 
 func runMigrate(ctx context.Context, lookup service.LookupEnv, stdout io.Writer) error {
@@ -122,10 +145,13 @@ func runMigrate(ctx context.Context, lookup service.LookupEnv, stdout io.Writer)
 	return nil
 }
 
-func serve(ctx context.Context, cfg *config, clients intake.Clients, stdout io.Writer) error {
+func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source, clients *callers.Holder, stdout io.Writer) error {
 	p, err := service.Start(ctx, &cfg.Common, stdout, service.PoolOpts{MaxConns: 16, ApplicationName: "leadintake-api"})
 	if err != nil {
 		return err
+	}
+	if cfg.ClientsFile != "" {
+		p.OnSignal(syscall.SIGHUP, func() { reloadClients(p.Logger, source, clients) })
 	}
 	// An insert-only River client: no queues, never started. Its
 	// FetchCooldown bounds how often an insert also notifies the workers
@@ -152,16 +178,18 @@ func serve(ctx context.Context, cfg *config, clients intake.Clients, stdout io.W
 		return nil
 	})
 	api := intake.NewHandler(&intake.HandlerOpts{
-		Store:          st,
-		Enqueue:        jobs.Enqueuer(riverClient),
-		Clients:        clients,
-		Decode:         lead.DecodeOpts{AllowedSources: nonEmpty(cfg.AllowedSources)},
-		MaxBodyBytes:   cfg.MaxBodyBytes,
-		RequestTimeout: cfg.RequestTimeout,
-		Logger:         p.Logger,
-		Metrics:        intake.NewMetrics(p.Registry),
-		Waiters:        waiters,
-		MaxWait:        cfg.MaxWait,
+		Store:           st,
+		Enqueue:         jobs.Enqueuer(riverClient),
+		Callers:         clients,
+		PublicRateLimit: lim.rate,
+		TrustedProxies:  lim.trusted,
+		Decode:          lead.DecodeOpts{AllowedSources: nonEmpty(cfg.AllowedSources)},
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		RequestTimeout:  cfg.RequestTimeout,
+		Logger:          p.Logger,
+		Metrics:         intake.NewMetrics(p.Registry),
+		Waiters:         waiters,
+		MaxWait:         cfg.MaxWait,
 	})
 	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{
 		Gatherer:    p.Registry,
@@ -195,6 +223,16 @@ func serve(ctx context.Context, cfg *config, clients intake.Clients, stdout io.W
 	err = p.Wait()
 	p.Logger.Info("api stopped")
 	return err
+}
+
+// reloadClients reads the clients file again (on SIGHUP); a bad file is
+// refused, and the clients in force stay.
+func reloadClients(logger *slog.Logger, source callers.Source, clients *callers.Holder) {
+	if err := source.Reload(clients); err != nil {
+		logger.Error("clients file refused; the clients in force stay", slog.String("error", err.Error()))
+		return
+	}
+	logger.Info("clients file read again", slog.Int("clients", clients.Set().Len()))
 }
 
 // nonEmpty drops empty entries, so that ALLOWED_SOURCES="" allows any source.

@@ -196,6 +196,24 @@ func (p *Process) Listen(variable, addr string, srv *http.Server) (net.Addr, err
 	return ln.Addr(), nil
 }
 
+// OnSignal runs fn each time the process receives sig (SIGHUP, to read a
+// file again), until the process stops.
+func (p *Process) OnSignal(sig os.Signal, fn func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sig)
+	p.Go(func(ctx context.Context) error {
+		defer signal.Stop(ch)
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-ch:
+				fn()
+			}
+		}
+	})
+}
+
 // Wait waits for the process's work to end, and closes the pool.
 func (p *Process) Wait() error {
 	err := p.group.Wait()

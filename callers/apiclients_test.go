@@ -1,26 +1,19 @@
-package intake_test
+package callers_test
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"strings"
 	"testing"
 
-	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/callers"
 )
 
-func hashOf(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
-}
-
-func TestParseClients(t *testing.T) {
+func TestParseAPIClients(t *testing.T) {
 	t.Parallel()
 
 	t.Run("AuthenticatesEveryListedToken", func(t *testing.T) {
 		t.Parallel()
 		// A rotation: acme has an old and a new token for a while.
-		clients, err := intake.ParseClients(" acme=" + hashOf("old") + ", acme=" + hashOf("new") + ",beta=" + hashOf("b") + ",")
+		clients, err := callers.ParseAPIClients(" acme=" + hashOf("old") + ", acme=" + hashOf("new") + ",beta=" + hashOf("b") + ",")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,8 +39,8 @@ func TestParseClients(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := intake.ParseClients(value); err == nil {
-				t.Fatalf("ParseClients(%q) accepted", value)
+			if _, err := callers.ParseAPIClients(value); err == nil {
+				t.Fatalf("ParseAPIClients(%q) accepted", value)
 			}
 		})
 	}

@@ -1,0 +1,150 @@
+package callers_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"testing"
+
+	"github.com/leadintake/leadintake/callers"
+	"github.com/leadintake/leadintake/internal/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+func hashOf(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Secrets of the example file; no error may show them.
+const (
+	callbackSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	webhookSecret  = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+	publishableKey = "pk_acme_9f2cA81b77e04d11"
+)
+
+var goodFile = `
+clients:
+  - id: acme
+    tokens_sha256: [` + hashOf("acme-token-one") + `, ` + hashOf("acme-token-two") + `]
+    publishable_keys:
+      - key: ` + publishableKey + `
+        origins: [https://www.acme.example, "https://Acme.example:8443"]
+    callback:
+      url: https://hooks.acme.example/leadintake
+      secret: ` + callbackSecret + `
+    webhook_secret: ` + webhookSecret + `
+  - id: beta_2
+    tokens_sha256: [` + hashOf("beta-token") + `]
+`
+
+func TestParseFile(t *testing.T) {
+	t.Parallel()
+	set, err := callers.ParseFile([]byte(goodFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for token, want := range map[string]string{"acme-token-one": "acme", "acme-token-two": "acme", "beta-token": "beta_2"} {
+		if id, ok := set.Authenticate(token); !ok || id != want {
+			t.Errorf("token %q: %q, %t; want %q", token, id, ok, want)
+		}
+	}
+	if _, ok := set.Authenticate(publishableKey); ok {
+		t.Error("a publishable key authenticates as a bearer token")
+	}
+	id, allowed, ok := set.Publishable(publishableKey, "https://acme.example:8443")
+	if !ok || id != "acme" || !allowed {
+		t.Errorf("publishable key from an allowed origin: %q %t %t", id, allowed, ok)
+	}
+	if _, allowed, _ := set.Publishable(publishableKey, "https://evil.example"); allowed {
+		t.Error("another origin is allowed")
+	}
+	if !set.OriginAllowed("https://www.acme.example") || set.OriginAllowed("https://beta.example") {
+		t.Error("OriginAllowed")
+	}
+	acme, _ := set.Client("acme")
+	if acme.Callback == nil || acme.Callback.URL != "https://hooks.acme.example/leadintake" || acme.Callback.Secret.IsZero() || acme.WebhookSecret.IsZero() {
+		t.Errorf("acme: %+v", acme)
+	}
+}
+
+func TestParseFileRefusals(t *testing.T) {
+	t.Parallel()
+	h := hashOf("x")
+	for _, tt := range []struct {
+		name, file string
+		want       string // in the error
+	}{
+		{"NotYAML", "clients: [", "yaml"},
+		{"NoList", "clients: 3", "list of clients"},
+		{"UnknownTop", "clients: []\nsecrets: " + callbackSecret, `unknown member "secrets"`},
+		{"BadID", "clients:\n  - id: Acme!\n", "client 1"},
+		{"MissingID", "clients:\n  - tokens_sha256: [" + h + "]\n", "client 1"},
+		{"DuplicateID", "clients:\n  - id: a\n  - id: a\n", `"a" is listed twice`},
+		{"ShortHash", "clients:\n  - id: a\n    tokens_sha256: [abc]\n", `client "a": tokens_sha256 entry 1`},
+		{"HashIsAToken", "clients:\n  - id: a\n    tokens_sha256: " + callbackSecret + "\n", `client "a": tokens_sha256`},
+		{"SameHashTwice", "clients:\n  - id: a\n    tokens_sha256: [" + h + "]\n  - id: b\n    tokens_sha256: [" + h + "]\n", "token hash is listed twice"},
+		{"BadPublishableKey", "clients:\n  - id: a\n    publishable_keys: [{key: pk_short, origins: [https://a.example]}]\n", "publishable key 1"},
+		{"NoOrigins", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + "}]\n", "origins"},
+		{"OriginWithPath", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example/x]}]\n", "origin 1"},
+		{"PublishableKeyTwice", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example]}]\n  - id: b\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://b.example]}]\n", "publishable key is listed twice"},
+		{"CallbackURL", "clients:\n  - id: a\n    callback: {url: ftp://x, secret: " + callbackSecret + "}\n", "callback: url"},
+		{"CallbackSecret", "clients:\n  - id: a\n    callback: {url: https://x.example, secret: " + strings.TrimPrefix(callbackSecret, "whsec_") + "}\n", "callback: secret"},
+		{"WebhookSecret", "clients:\n  - id: a\n    webhook_secret: whsec_" + strings.Repeat("%", 30) + "\n", "webhook_secret"},
+		{"UnknownMember", "clients:\n  - id: a\n    token: " + callbackSecret + "\n", `unknown member "token"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := callers.ParseFile([]byte(tt.file))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.want) {
+				t.Errorf("error %q does not say %q", msg, tt.want)
+			}
+			for _, secret := range []string{callbackSecret, strings.TrimPrefix(callbackSecret, "whsec_"), publishableKey, h, "%%%%"} {
+				if strings.Contains(msg, secret) {
+					t.Errorf("error %q shows a value of the file", msg)
+				}
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error %q is not one line", msg)
+			}
+		})
+	}
+}
+
+func TestAPIClientsAndMerge(t *testing.T) {
+	t.Parallel()
+	env, err := callers.ParseAPIClients("demo=" + hashOf("demo-token") + ", demo=" + hashOf("new-token") + ",Old.Client=" + hashOf("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := callers.ParseFile([]byte(goodFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := callers.Merge(env, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for token, want := range map[string]string{"demo-token": "demo", "new-token": "demo", "old": "Old.Client", "beta-token": "beta_2"} {
+		if id, ok := set.Authenticate(token); !ok || id != want {
+			t.Errorf("token %q: %q, %t; want %q", token, id, ok, want)
+		}
+	}
+	clash, err := callers.ParseAPIClients("acme=" + hashOf("other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := callers.Merge(clash, file); err == nil || !strings.Contains(err.Error(), `"acme"`) {
+		t.Errorf("an id in both: %v, want an error naming it", err)
+	}
+	for _, bad := range []string{"", "demo:" + hashOf("x"), "demo=abc", "demo=" + hashOf("x") + ",demo=" + hashOf("x")} {
+		if _, err := callers.ParseAPIClients(bad); err == nil {
+			t.Errorf("API_CLIENTS %q accepted", bad)
+		}
+	}
+}

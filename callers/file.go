@@ -1,0 +1,263 @@
+package callers
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/leadintake/leadintake/webhook"
+)
+
+// The members a clients file knows, per level.
+var (
+	topMembers         = map[string]bool{"clients": true}
+	clientMembers      = map[string]bool{"id": true, "tokens_sha256": true, "publishable_keys": true, "callback": true, "webhook_secret": true}
+	publishableMembers = map[string]bool{"key": true, "origins": true}
+	callbackMembers    = map[string]bool{"url": true, "secret": true}
+)
+
+// LoadFile reads and checks the clients file at path. Its errors name the
+// entry (by id, or by position when the id is missing or bad) and the
+// member at fault, and never quote a value: the file holds secrets.
+func LoadFile(path string) (*Set, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("clients file: %w", err)
+	}
+	set, err := ParseFile(raw)
+	if err != nil {
+		return nil, fmt.Errorf("clients file %s: %w", path, err)
+	}
+	return set, nil
+}
+
+// ParseFile parses the YAML of a clients file:
+//
+//	clients:
+//	  - id: acme                       # 1..64 of a-z 0-9 _ -
+//	    tokens_sha256: [<hex>, ...]    # bearer tokens, as in API_CLIENTS
+//	    publishable_keys:              # for browsers: public by design
+//	      - key: pk_acme_9f2c...       # pk_ then 16..64 of A-Z a-z 0-9 _
+//	        origins: [https://www.acme.example]
+//	    callback:
+//	      url: https://hooks.acme.example/leadintake
+//	      secret: whsec_<base64>
+//	    webhook_secret: whsec_<base64>
+func ParseFile(raw []byte) (*Set, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		// yaml's syntax errors name a line, never a value.
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		return nil, errors.New("the file is empty; want a list under clients:")
+	}
+	top := doc.Content[0]
+	if err := checkMembers(top, topMembers, "the file"); err != nil {
+		return nil, err
+	}
+	list := member(top, "clients")
+	if list == nil || list.Kind != yaml.SequenceNode {
+		return nil, errors.New("want a list of clients under clients:")
+	}
+	clients := make([]*Client, 0, len(list.Content))
+	for i, n := range list.Content {
+		c, err := parseClient(n, i+1)
+		if err != nil {
+			return nil, err
+		}
+		clients = append(clients, c)
+	}
+	return NewSet(clients)
+}
+
+func parseClient(n *yaml.Node, position int) (*Client, error) {
+	where := fmt.Sprintf("client %d (line %d)", position, n.Line)
+	if n.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s: want a mapping with an id", where)
+	}
+	id, ok := scalar(member(n, "id"))
+	if !ok || !validID(id, false) {
+		return nil, fmt.Errorf("%s: id must be 1 to 64 characters of a-z 0-9 _ -", where)
+	}
+	where = fmt.Sprintf("client %q", id)
+	if err := checkMembers(n, clientMembers, where); err != nil {
+		return nil, err
+	}
+	c := &Client{ID: id}
+
+	if hashes := member(n, "tokens_sha256"); hashes != nil {
+		list, ok := scalars(hashes)
+		if !ok {
+			return nil, fmt.Errorf("%s: tokens_sha256 must be a list of hashes", where)
+		}
+		for i, s := range list {
+			h, err := parseTokenHash(s)
+			if err != nil {
+				return nil, fmt.Errorf("%s: tokens_sha256 entry %d: %w", where, i+1, err)
+			}
+			c.TokenHashes = append(c.TokenHashes, h)
+		}
+	}
+
+	if keys := member(n, "publishable_keys"); keys != nil {
+		if keys.Kind != yaml.SequenceNode {
+			return nil, fmt.Errorf("%s: publishable_keys must be a list", where)
+		}
+		for i, k := range keys.Content {
+			at := fmt.Sprintf("%s: publishable key %d", where, i+1)
+			if k.Kind != yaml.MappingNode {
+				return nil, fmt.Errorf("%s: want key and origins", at)
+			}
+			if err := checkMembers(k, publishableMembers, at); err != nil {
+				return nil, err
+			}
+			key, ok := scalar(member(k, "key"))
+			if !ok || !validPublishableKey(key) {
+				return nil, fmt.Errorf("%s: the key must be pk_ then 16 to 64 characters of A-Z a-z 0-9 _", at)
+			}
+			origins, ok := scalars(member(k, "origins"))
+			if !ok || len(origins) == 0 {
+				return nil, fmt.Errorf("%s: origins must be a non-empty list", at)
+			}
+			pk := PublishableKey{Key: key}
+			for j, o := range origins {
+				canonical, ok := parseOrigin(o)
+				if !ok {
+					return nil, fmt.Errorf("%s: origin %d must be scheme://host[:port] (http or https, no path)", at, j+1)
+				}
+				pk.Origins = append(pk.Origins, canonical)
+			}
+			c.PublishableKeys = append(c.PublishableKeys, pk)
+		}
+	}
+
+	if cb := member(n, "callback"); cb != nil {
+		at := where + ": callback"
+		if cb.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("%s: want url and secret", at)
+		}
+		if err := checkMembers(cb, callbackMembers, at); err != nil {
+			return nil, err
+		}
+		raw, ok := scalar(member(cb, "url"))
+		u, err := url.Parse(raw)
+		if !ok || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%s: url must be an absolute http(s) URL", at)
+		}
+		secret, err := parseSecret(member(cb, "secret"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: secret: %w", at, err)
+		}
+		c.Callback = &Callback{URL: raw, Secret: secret}
+	}
+
+	if ws := member(n, "webhook_secret"); ws != nil {
+		secret, err := parseSecret(ws)
+		if err != nil {
+			return nil, fmt.Errorf("%s: webhook_secret: %w", where, err)
+		}
+		c.WebhookSecret = secret
+	}
+	return c, nil
+}
+
+func parseSecret(n *yaml.Node) (webhook.Secret, error) {
+	s, ok := scalar(n)
+	if !ok {
+		return webhook.Secret{}, errors.New("want whsec_ then the base64 of the key")
+	}
+	secret, err := webhook.ParseSecret(s)
+	if err != nil {
+		// ParseSecret never quotes the secret.
+		return webhook.Secret{}, err
+	}
+	return secret, nil
+}
+
+// member returns the value of the mapping n's member name, nil when absent.
+func member(n *yaml.Node, name string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == name {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// checkMembers refuses a member of n that is not in known, or one listed
+// twice. The member's name is shown: names are not secrets, values may be.
+func checkMembers(n *yaml.Node, known map[string]bool, where string) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("%s: want a mapping", where)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		name := n.Content[i].Value
+		if !known[name] {
+			return fmt.Errorf("%s: unknown member %q (line %d)", where, printable(name), n.Content[i].Line)
+		}
+		if seen[name] {
+			return fmt.Errorf("%s: member %q is listed twice", where, name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+// printable cuts a member name that may be anything down to something safe
+// to print.
+func printable(s string) string {
+	if len(s) > 32 {
+		s = s[:32] + "..."
+	}
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+func scalar(n *yaml.Node) (string, bool) {
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return "", false
+	}
+	return n.Value, true
+}
+
+func scalars(n *yaml.Node) ([]string, bool) {
+	if n == nil || n.Kind != yaml.SequenceNode {
+		return nil, false
+	}
+	out := make([]string, 0, len(n.Content))
+	for _, item := range n.Content {
+		s, ok := scalar(item)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+func validPublishableKey(k string) bool {
+	rest, ok := strings.CutPrefix(k, "pk_")
+	if !ok || len(rest) < 16 || len(rest) > 64 {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

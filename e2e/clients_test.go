@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// writeClientsFile writes a clients file with one client, "filed", whose
+// bearer token is token, atomically (a reload never reads half a file).
+func writeClientsFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func filedClient(token string) string {
+	return "clients:\n  - id: filed\n    tokens_sha256: [" + sha256Hex(token) + "]\n"
+}
+
+// submitAs POSTs body under key with token; it returns, not fails on, an
+// error.
+func (s *stack) submitAs(token, key, body string) int {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.apiURL+"/v1/leads", bytes.NewBufferString(body))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("Content-Type", "application/json")
+	return s.do(req).status
+}
+
+// The clients file is read again on SIGHUP: a new token works within
+// seconds, the old one no longer does, API_CLIENTS stays; a bad file is
+// refused with a log line, and the clients in force stay.
+func TestClientsFileReload(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	path := filepath.Join(t.TempDir(), "clients.yaml")
+	writeClientsFile(t, path, filedClient("first-token-0001"))
+	api := s.startAPI("CLIENTS_FILE=" + path)
+
+	if got := s.submitAs("first-token-0001", "filed-key-0001", leadBody(1)); got != http.StatusAccepted {
+		t.Fatalf("the file's token: %d, want 202", got)
+	}
+	writeClientsFile(t, path, filedClient("second-token-0002"))
+	if err := syscall.Kill(api.Pid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the new token in force", func() bool {
+		return s.submitAs("second-token-0002", "filed-key-0002", leadBody(2)) == http.StatusAccepted
+	})
+	if got := s.submitAs("first-token-0001", "filed-key-0003", leadBody(3)); got != http.StatusUnauthorized {
+		t.Errorf("the old token after the reload: %d, want 401", got)
+	}
+	if got := s.submitAs(s.token, "env-key-00000001", leadBody(4)); got != http.StatusAccepted {
+		t.Errorf("API_CLIENTS's token after the reload: %d, want 202", got)
+	}
+
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	writeClientsFile(t, path, "clients:\n  - id: filed\n    webhook_secret: "+strings.TrimPrefix(secret, "whsec_")+"\n")
+	if err := syscall.Kill(api.Pid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the bad file refused", func() bool {
+		return strings.Contains(api.Output(), "clients file refused")
+	})
+	if got := s.submitAs("second-token-0002", "filed-key-0004", leadBody(5)); got != http.StatusAccepted {
+		t.Errorf("after a bad file: %d, want 202 (the clients in force stay)", got)
+	}
+	if strings.Contains(api.Output(), strings.TrimPrefix(secret, "whsec_")) {
+		t.Error("the api's output shows the bad file's secret")
+	}
+}

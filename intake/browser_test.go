@@ -1,0 +1,263 @@
+package intake_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/response"
+)
+
+// fromPage makes req a web page's: client a's publishable key, sent from
+// origin.
+func fromPage(origin string) func(*http.Request) {
+	return func(r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+publishableKeyA)
+		if origin != "" {
+			r.Header.Set("Origin", origin)
+		}
+	}
+}
+
+// requireNoCORS checks an answer a page must not be able to read.
+func requireNoCORS(t *testing.T, res *reply) {
+	t.Helper()
+	if got := res.Header.Get("Access-Control-Allow-Origin"); got != "" {
+		t.Errorf("%d with Access-Control-Allow-Origin %q, want none", res.Status, got)
+	}
+}
+
+// requireCORS checks an answer the page of shopOrigin may read.
+func requireCORS(t *testing.T, res *reply) {
+	t.Helper()
+	if res.Header.Get("Access-Control-Allow-Origin") != shopOrigin || res.Header.Get("Vary") != "Origin" ||
+		res.Header.Get("Access-Control-Expose-Headers") != "Idempotency-Key, Idempotent-Replayed, Location, Retry-After, X-Request-Id, Preference-Applied" {
+		t.Errorf("%d with CORS headers %v, want those of %s", res.Status, res.Header, shopOrigin)
+	}
+}
+
+func TestBrowsers(t *testing.T) {
+	t.Parallel()
+	api := newTestAPI(t, nil)
+	preflight := func(path, origin string) *http.Request {
+		req := newRequest(t, api, http.MethodOptions, path)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		req.Header.Set("Access-Control-Request-Method", "POST")
+		req.Header.Set("Access-Control-Request-Headers", "authorization, content-type, idempotency-key")
+		return req
+	}
+
+	t.Run("PreflightFromAnAllowedOrigin", func(t *testing.T) {
+		t.Parallel()
+		for _, path := range []string{"/v1/leads", "/v1/operations/some-key-0001"} {
+			res := api.send(t, preflight(path, shopOrigin))
+			h := res.Header
+			if res.Status != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != shopOrigin || h.Get("Vary") != "Origin" ||
+				h.Get("Access-Control-Allow-Methods") != "GET, POST" || h.Get("Access-Control-Max-Age") != "600" ||
+				h.Get("Access-Control-Allow-Headers") != "Authorization, Content-Type, Idempotency-Key, Supersedes, Prefer, X-Request-Id" {
+				t.Errorf("OPTIONS %s from %s: %d %v", path, shopOrigin, res.Status, h)
+			}
+		}
+	})
+
+	t.Run("PreflightRefused", func(t *testing.T) {
+		t.Parallel()
+		for _, tt := range []struct{ path, origin string }{
+			{"/v1/leads", "https://evil.example"},
+			{"/v1/leads", ""},
+			{"/v1/leads", "http://shop.example"}, // another scheme is another origin
+			{"/healthz", shopOrigin},
+			{"/v1/webhooks/a/leads", shopOrigin},
+			{"/nowhere", shopOrigin},
+		} {
+			res := api.send(t, preflight(tt.path, tt.origin))
+			res.requireError(t, http.StatusForbidden, response.CodeOriginNotAllowed)
+			requireNoCORS(t, res)
+		}
+	})
+
+	t.Run("SubmitsAndPollsFromAnAllowedOrigin", func(t *testing.T) {
+		t.Parallel()
+		key := testkit.NewKey()
+		res := api.send(t, api.submission(key, validBody, fromPage(shopOrigin)))
+		res.requireAccepted(t, key, false)
+		requireCORS(t, res)
+		op := api.send(t, edited(api.operation(tokenA, key), fromPage(shopOrigin)))
+		if op.Status != http.StatusOK {
+			t.Fatalf("poll: %d %s", op.Status, op.Body)
+		}
+		requireCORS(t, op)
+	})
+
+	t.Run("RefusesOtherOrigins", func(t *testing.T) {
+		t.Parallel()
+		for _, origin := range []string{"https://evil.example", ""} {
+			key := testkit.NewKey()
+			res := api.send(t, api.submission(key, validBody, fromPage(origin)))
+			res.requireError(t, http.StatusForbidden, response.CodeOriginNotAllowed)
+			requireNoCORS(t, res)
+			if keyStored(t, api.Pool, "a", key) {
+				t.Fatal("a refused submission stored its key")
+			}
+		}
+	})
+
+	t.Run("RefusesEverythingElse", func(t *testing.T) {
+		t.Parallel()
+		for _, tt := range []struct{ method, path string }{
+			{http.MethodPost, "/v1/webhooks/a/leads"},
+			{http.MethodGet, "/v1/leads"},
+			{http.MethodDelete, "/v1/operations/some-key-0001"},
+			{http.MethodGet, "/nowhere"},
+		} {
+			req := newRequest(t, api, tt.method, tt.path)
+			fromPage(shopOrigin)(req)
+			api.send(t, req).requireError(t, http.StatusForbidden, response.CodeForbiddenForPublishableKey)
+		}
+		// Public routes ignore Authorization.
+		req := newRequest(t, api, http.MethodGet, "/healthz")
+		fromPage("https://evil.example")(req)
+		if res := api.send(t, req); res.Status != http.StatusOK {
+			t.Errorf("GET /healthz with a publishable key: %d", res.Status)
+		}
+	})
+
+	t.Run("UnknownPublishableKey", func(t *testing.T) {
+		t.Parallel()
+		res := api.send(t, api.submission(testkit.NewKey(), validBody, func(r *http.Request) {
+			r.Header.Set("Authorization", "Bearer pk_a_notakeyatall0000000")
+			r.Header.Set("Origin", shopOrigin)
+		}))
+		res.requireError(t, http.StatusUnauthorized, response.CodeUnauthorized)
+		requireCORS(t, res)
+	})
+
+	t.Run("BearerTokensAreNotAffected", func(t *testing.T) {
+		t.Parallel()
+		key := testkit.NewKey()
+		res := api.send(t, api.submission(key, validBody, withHeader("Origin", shopOrigin)))
+		res.requireAccepted(t, key, false)
+		requireNoCORS(t, res)
+	})
+
+	t.Run("FinalResponsesAreProjected", func(t *testing.T) {
+		t.Parallel()
+		completed, failed := testkit.NewKey(), testkit.NewKey()
+		for _, k := range []string{completed, failed} {
+			api.send(t, api.submission(k, validBody)).requireAccepted(t, k, false)
+		}
+		finishKey(t, api, completed, finish{
+			Body: `{"status":"completed","lead_id":"L1","crm_id":"crm_1","score":85,"tier":"hot","notified":true,"warnings":[]}`,
+		})
+		finishKey(t, api, failed, finish{
+			State: "failed", Status: http.StatusUnprocessableEntity, FailureCode: response.CodeCRMRejected,
+			Body: `{"status":"failed","lead_id":"L2","error":{"code":"crm_rejected","message":"refused"}}`,
+		})
+		for _, tt := range []struct {
+			key, want string
+			status    int
+		}{
+			{completed, `{"status":"completed","lead_id":"L1"}`, http.StatusCreated},
+			{failed, `{"status":"failed","lead_id":"L2","error":{"code":"crm_rejected","message":"refused"}}`, http.StatusUnprocessableEntity},
+		} {
+			res := api.send(t, api.submission(tt.key, validBody, fromPage(shopOrigin)))
+			if res.Status != tt.status || string(res.Body) != tt.want {
+				t.Errorf("replay to a page: %d %s, want %d %s", res.Status, res.Body, tt.status, tt.want)
+			}
+			op := api.send(t, edited(api.operation(tokenA, tt.key), fromPage(shopOrigin)))
+			var body operationBody
+			if err := json.Unmarshal(op.Body, &body); err != nil || body.Response == nil || string(body.Response.Body) != tt.want {
+				t.Errorf("operation to a page: %s, want the response %s", op.Body, tt.want)
+			}
+			// The stored response itself is unchanged.
+			if full := api.send(t, api.submission(tt.key, validBody)); strings.Contains(tt.want, "completed") && !strings.Contains(string(full.Body), "crm_id") {
+				t.Errorf("replay to the bearer client: %s", full.Body)
+			}
+		}
+	})
+}
+
+// edited applies edits to req.
+func edited(req *http.Request, edits ...func(*http.Request)) *http.Request {
+	for _, e := range edits {
+		e(req)
+	}
+	return req
+}
+
+func TestPublicRateLimit(t *testing.T) {
+	t.Parallel()
+
+	t.Run("LimitsNewSubmissionsOnly", func(t *testing.T) {
+		t.Parallel()
+		api := newTestAPI(t, &testAPIOpts{PublicRateLimit: intake.RateLimit{N: 2, Per: time.Hour}})
+		keys := []string{testkit.NewKey(), testkit.NewKey()}
+		for _, k := range keys {
+			api.send(t, api.submission(k, validBody, fromPage(shopOrigin))).requireAccepted(t, k, false)
+		}
+		limited := testkit.NewKey()
+		res := api.send(t, api.submission(limited, validBody, fromPage(shopOrigin)))
+		res.requireError(t, http.StatusTooManyRequests, response.CodeRateLimited)
+		requireCORS(t, res)
+		if ra := res.Header.Get("Retry-After"); ra == "" || ra == "0" {
+			t.Errorf("429 with Retry-After %q", ra)
+		}
+		if keyStored(t, api.Pool, "a", limited) {
+			t.Fatal("the limited submission stored its key")
+		}
+		// Replays, polls, refusals and bearer clients are not counted.
+		api.send(t, api.submission(keys[0], validBody, fromPage(shopOrigin))).requireAccepted(t, keys[0], true)
+		if op := api.send(t, edited(api.operation(tokenA, keys[1]), fromPage(shopOrigin))); op.Status != http.StatusOK {
+			t.Errorf("poll while limited: %d", op.Status)
+		}
+		api.send(t, api.submission(testkit.NewKey(), "{", fromPage(shopOrigin))).requireError(t, http.StatusBadRequest, response.CodeInvalidJSON)
+		bearer := testkit.NewKey()
+		api.send(t, api.submission(bearer, validBody)).requireAccepted(t, bearer, false)
+	})
+
+	t.Run("ForwardedForCountsOnlyBehindTrustedProxies", func(t *testing.T) {
+		t.Parallel()
+		forwarded := func(addr string) func(*http.Request) {
+			return func(r *http.Request) { r.Header.Set("X-Forwarded-For", "198.51.100.7, "+addr) }
+		}
+		direct := newTestAPI(t, &testAPIOpts{PublicRateLimit: intake.RateLimit{N: 1, Per: time.Hour}})
+		k1, k2 := testkit.NewKey(), testkit.NewKey()
+		direct.send(t, direct.submission(k1, validBody, fromPage(shopOrigin), forwarded("203.0.113.1"))).requireAccepted(t, k1, false)
+		// A forged header from an untrusted peer changes nothing.
+		direct.send(t, direct.submission(k2, validBody, fromPage(shopOrigin), forwarded("203.0.113.2"))).
+			requireError(t, http.StatusTooManyRequests, response.CodeRateLimited)
+
+		proxied := newTestAPI(t, &testAPIOpts{
+			PublicRateLimit: intake.RateLimit{N: 1, Per: time.Hour},
+			TrustedProxies:  []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
+		})
+		for _, addr := range []string{"203.0.113.1", "203.0.113.2"} {
+			k := testkit.NewKey()
+			proxied.send(t, proxied.submission(k, validBody, fromPage(shopOrigin), forwarded(addr))).requireAccepted(t, k, false)
+		}
+		k := testkit.NewKey()
+		proxied.send(t, proxied.submission(k, validBody, fromPage(shopOrigin), forwarded("203.0.113.1"))).
+			requireError(t, http.StatusTooManyRequests, response.CodeRateLimited)
+	})
+}
+
+func TestParseRateLimit(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]intake.RateLimit{"20/m": {N: 20, Per: time.Minute}, "5/s": {N: 5, Per: time.Second}, "100/h": {N: 100, Per: time.Hour}} {
+		if got, err := intake.ParseRateLimit(in); err != nil || got != want {
+			t.Errorf("%q: %+v, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "20", "0/m", "-1/s", "20/d", "x/m"} {
+		if _, err := intake.ParseRateLimit(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
