@@ -54,6 +54,8 @@ var contractVars = map[string]map[string]string{
 		"RESCUE_STUCK_AFTER":  "5m",
 		"SHUTDOWN_TIMEOUT":    "30s",
 		"SIMULATE_DOWNSTREAM": "false",
+		"CLIENTS_FILE":        "",
+		"CALLBACK_MAX_AGE":    "24h",
 	},
 }
 

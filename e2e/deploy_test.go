@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-
 )
 
 // There is no container engine where the tests run: these tests read the

@@ -41,10 +41,12 @@ const (
 	tokenB = "token-of-client-b"
 )
 
-// Client a's page: its publishable key, and the one origin it allows.
+// Client a's page: its publishable key, and the one origin it allows; and
+// the secret its signed webhooks are signed with.
 const (
 	publishableKeyA = "pk_a_test0123456789abcdef"
 	shopOrigin      = "https://shop.example"
+	webhookSecretA  = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 )
 
 // validBody is a lead that breaks no rule.
@@ -111,9 +113,10 @@ clients:
     publishable_keys:
       - key: %s
         origins: [%s]
+    webhook_secret: %s
   - id: b
     tokens_sha256: [%s]
-`, tokenHash(tokenA), publishableKeyA, shopOrigin, tokenHash(tokenB)))
+`, tokenHash(tokenA), publishableKeyA, shopOrigin, webhookSecretA, tokenHash(tokenB)))
 	if err != nil {
 		t.Fatal(err)
 	}

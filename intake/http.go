@@ -207,8 +207,21 @@ type processingBody struct {
 	StatusURL      string `json:"status_url"`
 }
 
-func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, waiters *Waiters, limits *limiters, trusted []netip.Prefix,
-	decode *lead.DecodeOpts, maxBody int64, timeout time.Duration) echo.HandlerFunc {
+// submitter is what a submission needs, whichever way it authenticates.
+type submitter struct {
+	store   *store.Store
+	enqueue store.EnqueueFunc
+	waiters *Waiters
+	limits  *limiters
+	trusted []netip.Prefix
+	decode  *lead.DecodeOpts
+	maxBody int64
+	timeout time.Duration
+}
+
+// handleLeadCreate is POST /v1/leads: a caller authenticated by its bearer
+// token or publishable key submits one enquiry under its Idempotency-Key.
+func handleLeadCreate(sub *submitter) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		clientID := c.Get(ctxClientID).(string)
@@ -217,89 +230,106 @@ func handleLeadCreate(st *store.Store, enqueue store.EnqueueFunc, waiters *Waite
 			return err
 		}
 		c.Set(ctxRef, ExternalRef(clientID, key))
-		supersedes, err := ParseSupersedes(req.Header.Values("Supersedes"))
+		if err := requireJSON(req); err != nil {
+			return err
+		}
+		body, err := readBody(c, sub.maxBody)
 		if err != nil {
 			return err
 		}
-		if supersedes == key {
-			return response.Errorf(response.CodeSupersedesInvalid, "a request cannot supersede its own Idempotency-Key")
-		}
-		if mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mt != echo.MIMEApplicationJSON {
-			return response.Errorf(response.CodeUnsupportedMediaType, "send Content-Type: application/json")
-		}
-		body, err := readBody(c, maxBody)
-		if err != nil {
-			return err
-		}
-		payload, err := lead.Decode(body, decode)
-		if err != nil {
-			return err
-		}
-		if supersedes != "" {
-			payload.Supersede(supersedes)
-		}
+		return sub.submit(c, clientID, key, body)
+	}
+}
 
-		// The claim runs to its end even if the caller hangs up: a half-done
-		// claim helps nobody, and the caller's retry will find the result.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), timeout)
-		defer cancel()
-		if pk := publishableKeyOf(c); pk != "" && limits != nil {
-			// Only a submission that would claim a new key counts.
-			inUse, err := st.KeyInUse(ctx, clientID, key)
-			if err != nil {
-				return storeError(err)
-			}
-			if !inUse {
-				if ok, wait := limits.allow(pk, clientAddr(req, trusted)); !ok {
-					c.Response().Header().Set(echo.HeaderRetryAfter, retryAfter(wait))
-					c.Set(ctxOutcome, outcomeRateLimited)
-					return response.Errorf(response.CodeRateLimited, "too many new submissions from this page; retry after the time in Retry-After")
-				}
-			}
-		}
-		res, err := st.Claim(ctx, &store.ClaimParams{
-			ClientID: clientID, Key: key, ExternalRef: c.Get(ctxRef).(string), Payload: payload, Enqueue: enqueue,
-		})
+// requireJSON refuses a request whose body is not declared JSON.
+func requireJSON(req *http.Request) error {
+	if mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mt != echo.MIMEApplicationJSON {
+		return response.Errorf(response.CodeUnsupportedMediaType, "send Content-Type: application/json")
+	}
+	return nil
+}
+
+// submit claims key for the client's body, and answers as the key stands:
+// the rest of POST /v1/leads once the caller, its key and its body are
+// known.
+func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) error {
+	req := c.Request()
+	st, timeout := sub.store, sub.timeout
+	supersedes, err := ParseSupersedes(req.Header.Values("Supersedes"))
+	if err != nil {
+		return err
+	}
+	if supersedes == key {
+		return response.Errorf(response.CodeSupersedesInvalid, "a request cannot supersede its own Idempotency-Key")
+	}
+	payload, err := lead.Decode(body, sub.decode)
+	if err != nil {
+		return err
+	}
+	if supersedes != "" {
+		payload.Supersede(supersedes)
+	}
+
+	// The claim runs to its end even if the caller hangs up: a half-done
+	// claim helps nobody, and the caller's retry will find the result.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), timeout)
+	defer cancel()
+	if pk := publishableKeyOf(c); pk != "" && sub.limits != nil {
+		// Only a submission that would claim a new key counts.
+		inUse, err := st.KeyInUse(ctx, clientID, key)
 		if err != nil {
 			return storeError(err)
 		}
-		c.Set(ctxOutcome, res.Outcome.String())
-
-		h := c.Response().Header()
-		switch res.Outcome {
-		case store.OutcomeClaimed, store.OutcomeReopened, store.OutcomeInProgress:
-			h.Set("Idempotency-Key", key)
-			replayed := res.Outcome == store.OutcomeInProgress
-			h.Set("Idempotent-Replayed", strconv.FormatBool(replayed))
-			state := res.State
-			if d := waitOf(c); d > 0 {
-				op := holdUntilFinished(c, st, waiters, clientID, key, res.LeadID, d, timeout)
-				if op != nil && op.Response != nil {
-					// A new key that finished in time is answered with its
-					// final response, and is no replay.
-					return writeFinal(c, *op.Response)
-				}
-				if op != nil {
-					state = op.State
-				}
+		if !inUse {
+			if ok, wait := sub.limits.allow(pk, clientAddr(req, sub.trusted)); !ok {
+				c.Response().Header().Set(echo.HeaderRetryAfter, retryAfter(wait))
+				c.Set(ctxOutcome, outcomeRateLimited)
+				return response.Errorf(response.CodeRateLimited, "too many new submissions from this page; retry after the time in Retry-After")
 			}
-			statusURL := "/v1/operations/" + key
-			h.Set(echo.HeaderLocation, statusURL)
-			h.Set(echo.HeaderRetryAfter, "1")
-			return writeJSON(c, http.StatusAccepted, processingBody{
-				Status: string(state), IdempotencyKey: key, LeadID: res.LeadID.String(), StatusURL: statusURL,
-			})
-		case store.OutcomeReplayed:
-			h.Set("Idempotency-Key", key)
-			h.Set("Idempotent-Replayed", "true")
-			return writeFinal(c, res.Response)
-		case store.OutcomeSupersedesUnknown:
-			return response.Errorf(response.CodeSupersedesUnknown, "the Supersedes key is not a key of this client, or it has expired")
-		case store.OutcomeAlreadySuperseded:
-			return response.Errorf(response.CodeAlreadySuperseded, "the Supersedes key was already superseded by another key; amend that one")
-		default: // OutcomeMismatch
-			return response.Errorf(response.CodeKeyReused, "this Idempotency-Key was used with a different request (body or Supersedes); use a new key for a new enquiry")
 		}
+	}
+	res, err := st.Claim(ctx, &store.ClaimParams{
+		ClientID: clientID, Key: key, ExternalRef: c.Get(ctxRef).(string), Payload: payload, Enqueue: sub.enqueue,
+	})
+	if err != nil {
+		return storeError(err)
+	}
+	c.Set(ctxOutcome, res.Outcome.String())
+
+	h := c.Response().Header()
+	switch res.Outcome {
+	case store.OutcomeClaimed, store.OutcomeReopened, store.OutcomeInProgress:
+		h.Set("Idempotency-Key", key)
+		replayed := res.Outcome == store.OutcomeInProgress
+		h.Set("Idempotent-Replayed", strconv.FormatBool(replayed))
+		state := res.State
+		if d := waitOf(c); d > 0 {
+			op := holdUntilFinished(c, st, sub.waiters, clientID, key, res.LeadID, d, timeout)
+			if op != nil && op.Response != nil {
+				// A new key that finished in time is answered with its
+				// final response, and is no replay.
+				return writeFinal(c, *op.Response)
+			}
+			if op != nil {
+				state = op.State
+			}
+		}
+		statusURL := "/v1/operations/" + key
+		h.Set(echo.HeaderLocation, statusURL)
+		h.Set(echo.HeaderRetryAfter, "1")
+		return writeJSON(c, http.StatusAccepted, processingBody{
+			Status: string(state), IdempotencyKey: key, LeadID: res.LeadID.String(), StatusURL: statusURL,
+		})
+	case store.OutcomeReplayed:
+		h.Set("Idempotency-Key", key)
+		h.Set("Idempotent-Replayed", "true")
+		return writeFinal(c, res.Response)
+	case store.OutcomeSupersedesUnknown:
+		return response.Errorf(response.CodeSupersedesUnknown, "the Supersedes key is not a key of this client, or it has expired")
+	case store.OutcomeAlreadySuperseded:
+		return response.Errorf(response.CodeAlreadySuperseded, "the Supersedes key was already superseded by another key; amend that one")
+	default: // OutcomeMismatch
+		return response.Errorf(response.CodeKeyReused, "this Idempotency-Key was used with a different request (body or Supersedes); use a new key for a new enquiry")
 	}
 }
 

@@ -9,8 +9,11 @@ func addRoutes(e *echo.Echo, o *HandlerOpts) {
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(o.Store))
 	wait := applyWait(o.MaxWait)
-	limits := newLimiters(o.PublicRateLimit)
-	e.POST("/v1/leads", handleLeadCreate(o.Store, o.Enqueue, o.Waiters, limits, o.TrustedProxies,
-		&o.Decode, o.MaxBodyBytes, o.RequestTimeout), wait, auth)
+	sub := &submitter{
+		store: o.Store, enqueue: o.Enqueue, waiters: o.Waiters, limits: newLimiters(o.PublicRateLimit),
+		trusted: o.TrustedProxies, decode: &o.Decode, maxBody: o.MaxBodyBytes, timeout: o.RequestTimeout,
+	}
+	e.POST("/v1/leads", handleLeadCreate(sub), wait, auth)
+	e.POST("/v1/webhooks/:client_id/leads", handleWebhookLead(sub, o.Callers), wait)
 	e.GET("/v1/operations/:key", handleOperationGet(o.Store, o.Waiters, o.RequestTimeout), wait, auth)
 }

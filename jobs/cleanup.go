@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/riverqueue/river"
 )
@@ -55,6 +56,16 @@ func (w *CleanupWorker) Work(ctx context.Context, _ *river.Job[CleanupArgs]) err
 	}
 	if total > 0 {
 		w.cfg.Logger.InfoContext(ctx, "expired keys deleted", slog.Int64("count", total))
+	}
+	// Callback deliveries that ended are kept as long as a finished key.
+	for range cleanupMaxBatches {
+		n, err := w.cfg.Store.DeleteOldCallbacks(ctx, time.Now().Add(-w.cfg.KeyRetention), cleanupBatch)
+		if err != nil {
+			return err
+		}
+		if n < cleanupBatch {
+			break
+		}
 	}
 	return nil
 }

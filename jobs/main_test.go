@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/store"
+	"github.com/leadintake/leadintake/webhook"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -73,7 +75,13 @@ type setupOpts struct {
 	Gate *gate
 	// AwaitRecheck is the worker's; default a second.
 	AwaitRecheck time.Duration
+	// CallbackMaxAge is the worker's; default an hour.
+	CallbackMaxAge time.Duration
 }
+
+// callbackSecret signs client-a's callbacks, which the fake receives at
+// /callbacks/client-a.
+const callbackSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // testBundle is a worker as cmd/worker runs it: a started River client with
 // the three workers, on a database of its own, calling the fake downstream
@@ -84,6 +92,9 @@ type testBundle struct {
 	store *store.Store
 	// enqueue inserts a claimed lead's job with the worker's River client.
 	enqueue store.EnqueueFunc
+	// callers are the worker's clients: client-a, with a callback to the
+	// fake.
+	callers *callers.Holder
 	fake    *fake.Server
 	// crm reaches the fake's CRM directly, for records made behind the
 	// worker's back.
@@ -119,6 +130,11 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 
 	fakeOpts := opts.Fake
 	fakeOpts.EnrichmentToken, fakeOpts.CRMToken, fakeOpts.NotifyToken = enrichmentToken, crmToken, notifyToken
+	secret, err := webhook.ParseSecret(callbackSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fakeOpts.CallbackSecret = secret
 	fakeOpts.Logger = logger.With(slog.String("component", "fake"))
 	fk := fake.New(&fakeOpts)
 	hits := &hitLog{}
@@ -146,8 +162,11 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 
 	b := &testBundle{pool: pool, fake: fk, crm: client, hits: hits, secrets: secrets}
 	b.store = store.New(pool)
+	b.callers = callers.NewHolder(clientsWithCallback(t, ts.URL+"/callbacks/"+clientID, callbackSecret))
 	cfg := jobs.Config{
-		Store: b.store, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
+		Callers: b.callers, Callbacks: downstream.NewCallbacks(cmp.Or(opts.Timeout, testkit.Patience), nil),
+		CallbackMaxAge: cmp.Or(opts.CallbackMaxAge, time.Hour),
+		Store:          b.store, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
 		AwaitRecheck: cmp.Or(opts.AwaitRecheck, time.Second),
 		Logger:       logger.With(slog.String("component", "jobs")),
 	}
@@ -157,11 +176,13 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 		river.AddWorker(workers, jobs.NewCleanupWorker(cfg))
 		river.AddWorker(workers, jobs.NewReconcileWorker(cfg))
 		river.AddWorker(workers, jobs.NewFinishOrphansWorker(cfg))
+		river.AddWorker(workers, jobs.NewDeliverCallbackWorker(cfg))
 		return &river.Config{
 			Logger: logger.With(slog.String("component", "river")),
 			Queues: map[string]river.QueueConfig{
 				river.QueueDefault:    {MaxWorkers: 4},
 				jobs.QueueMaintenance: {MaxWorkers: 3},
+				jobs.QueueCallbacks:   {MaxWorkers: 4},
 			},
 			Workers:     workers,
 			MaxAttempts: cmp.Or(opts.MaxAttempts, 5),
@@ -273,6 +294,17 @@ func (b *testBundle) claimWith(t *testing.T, enqueue store.EnqueueFunc, key, bod
 		t.Fatalf("claim: %v", err)
 	}
 	return res
+}
+
+// clientsWithCallback is a set of one client, clientID, whose callback is
+// url, signed with secret.
+func clientsWithCallback(t *testing.T, url, secret string) *callers.Set {
+	t.Helper()
+	set, err := callers.ParseFile([]byte("clients:\n  - id: " + clientID + "\n    callback:\n      url: " + url + "\n      secret: " + secret + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
 }
 
 // noJob is an enqueue that inserts nothing: a claim whose job is gone (the
@@ -443,10 +475,15 @@ func (b *testBundle) exec(t *testing.T, sql string, args ...any) {
 	}
 }
 
-// requireNoCalls checks that the fake received no request at all.
+// requireNoCalls checks that the fake received no request of a lead's
+// processing (enrichment, CRM, notification): the callback announcing a
+// finish is not one.
 func (b *testBundle) requireNoCalls(t *testing.T) {
 	t.Helper()
 	for _, target := range fake.Targets() {
+		if target == fake.Callback {
+			continue
+		}
 		if n := b.fake.Requests(target); n != 0 {
 			t.Errorf("%d %s requests, want none", n, target)
 		}

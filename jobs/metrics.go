@@ -1,7 +1,10 @@
 package jobs
 
 import (
+	"context"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,6 +20,8 @@ type Metrics struct {
 	jobs      *prometheus.CounterVec
 	reconcile *prometheus.CounterVec
 	deleted   prometheus.Counter
+	callbacks *prometheus.CounterVec
+	delivered prometheus.Histogram
 }
 
 // NewMetrics registers the worker's collectors on reg.
@@ -38,8 +43,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "leadintake_keys_deleted_total",
 			Help: "Expired keys deleted by the clean-up.",
 		}),
+		callbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leadintake_callback_deliveries_total",
+			Help: "Callback delivery attempts by outcome: delivered, retried (a failure to try again), given_up.",
+		}, []string{"outcome"}),
+		delivered: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "leadintake_callback_delivery_seconds",
+			Help:    "Time from a key's finish to the delivery of its callback.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400},
+		}),
 	}
-	reg.MustRegister(m.leads, m.jobs, m.reconcile, m.deleted)
+	reg.MustRegister(m.leads, m.jobs, m.reconcile, m.deleted, m.callbacks, m.delivered)
+	for _, o := range []string{"delivered", "retried", "given_up"} {
+		m.callbacks.WithLabelValues(o)
+	}
 	for _, o := range []string{string(lead.OutcomeCompleted), string(lead.OutcomeCRMRejected),
 		string(lead.OutcomeDownstreamUnavailable), string(store.KeyNeedsReconciliation)} {
 		m.leads.WithLabelValues(o)
@@ -78,6 +95,51 @@ func (m *Metrics) reconciled(action string) {
 	if m != nil {
 		m.reconcile.WithLabelValues(action).Inc()
 	}
+}
+
+func (m *Metrics) callbackDelivery(outcome string, age time.Duration) {
+	if m == nil {
+		return
+	}
+	m.callbacks.WithLabelValues(outcome).Inc()
+	if outcome == "delivered" {
+		m.delivered.Observe(age.Seconds())
+	}
+}
+
+// pendingCallbacks reports, on each scrape, the age of the oldest callback
+// delivery still owed (read at most every 10 s).
+type pendingCallbacks struct {
+	store  *store.Store
+	desc   *prometheus.Desc
+	mu     sync.Mutex
+	readAt time.Time
+	age    float64
+}
+
+// NewPendingCallbacksCollector returns a collector of
+// leadintake_callback_oldest_pending_age_seconds (database-wide: aggregate
+// it with max across workers).
+func NewPendingCallbacksCollector(st *store.Store) prometheus.Collector {
+	return &pendingCallbacks{store: st, desc: prometheus.NewDesc("leadintake_callback_oldest_pending_age_seconds",
+		"Age of the oldest callback delivery not yet delivered nor given up (database-wide); 0 when none is.", nil, nil)}
+}
+
+func (c *pendingCallbacks) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *pendingCallbacks) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.readAt) > 10*time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		age, err := c.store.OldestPendingCallback(ctx)
+		cancel()
+		if err != nil {
+			return
+		}
+		c.age, c.readAt = age.Seconds(), time.Now()
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, c.age)
 }
 
 func (m *Metrics) keysDeleted(n int64) {

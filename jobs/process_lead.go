@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
@@ -47,6 +48,13 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics may be nil.
 	Metrics *Metrics
+	// Callers are the clients in force: their callbacks are announced
+	// each finish of their keys. Nil announces nothing.
+	Callers *callers.Holder
+	// Callbacks delivers the callbacks; CallbackMaxAge is how long a
+	// delivery is retried (default a day).
+	Callbacks      *downstream.Callbacks
+	CallbackMaxAge time.Duration
 	// AwaitRecheck is how long an amendment waits, at most, before it
 	// checks again whether the key it supersedes has finished (it is woken
 	// at once when that key finishes). Default a minute.
@@ -66,6 +74,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.AwaitRecheck <= 0 {
 		cfg.AwaitRecheck = time.Minute
+	}
+	if cfg.CallbackMaxAge <= 0 {
+		cfg.CallbackMaxAge = DefaultCallbackMaxAge
+	}
+	if cfg.Callbacks == nil {
+		cfg.Callbacks = downstream.NewCallbacks(0, nil)
 	}
 	return cfg
 }
@@ -296,7 +310,7 @@ func (r *leadRun) finish(ctx context.Context, s lead.State, act lead.Action, las
 	_ = river.RecordOutput(ctx, map[string]string{"outcome": outcomeOf(act)})
 	dctx, cancel := dbContext(ctx)
 	defer cancel()
-	applied, err := finishAndWake(dctx, r.w.cfg.Store, r.lead.Run, f, func(tx pgx.Tx) error {
+	applied, err := r.w.cfg.finish(dctx, r.lead, f, func(tx pgx.Tx) error {
 		_, err := river.JobCompleteTx[*riverpgxv5.Driver](dctx, tx, r.job)
 		return err
 	})
@@ -327,22 +341,34 @@ func outcomeOf(act lead.Action) string {
 	return string(act.Outcome)
 }
 
-// finishAndWake finishes the run's lead as f says, runs inTx (nil for none)
-// in the same transaction, and wakes there the job of the amendment that
-// waits for this key, if any: River makes it available at once. ctx must be
-// a worker's (it carries the River client). It reports whether the lead was
-// finished.
-func finishAndWake(ctx context.Context, st *store.Store, run store.Run, f *store.Finish, inTx func(pgx.Tx) error) (bool, error) {
-	done, err := st.Finish(ctx, run, f, func(tx pgx.Tx, done *store.Finished) error {
+// finish ends l as f says, runs inTx (nil for none) in the same
+// transaction, and there too wakes the job of the amendment that waits for
+// this key, if any (River makes it available at once), and enqueues the
+// delivery of the finish to the client's callback, if it has one. ctx must
+// be a worker's (it carries the River client). It reports whether the lead
+// was finished.
+func (cfg *Config) finish(ctx context.Context, l *store.Lead, f *store.Finish, inTx func(pgx.Tx) error) (bool, error) {
+	if cfg.Callers != nil {
+		if c, ok := cfg.Callers.Set().Client(l.ClientID); ok && c.Callback != nil {
+			f.Callback = &store.CallbackKey{ClientID: l.ClientID, Key: l.Key}
+		}
+	}
+	done, err := cfg.Store.Finish(ctx, l.Run, f, func(tx pgx.Tx, done *store.Finished) error {
 		if inTx != nil {
 			if err := inTx(tx); err != nil {
 				return err
 			}
 		}
+		client := river.ClientFromContext[pgx.Tx](ctx)
+		if done.CallbackID != nil {
+			if _, err := client.InsertTx(ctx, tx, DeliverCallbackArgs{CallbackID: *done.CallbackID}, nil); err != nil {
+				return fmt.Errorf("enqueue callback: %w", err)
+			}
+		}
 		if done.WakeJobID == nil {
 			return nil
 		}
-		_, err := river.ClientFromContext[pgx.Tx](ctx).JobRetryTx(ctx, tx, *done.WakeJobID)
+		_, err := client.JobRetryTx(ctx, tx, *done.WakeJobID)
 		if errors.Is(err, river.ErrNotFound) {
 			return nil // gone: the amendment's next run finds out for itself
 		}

@@ -215,7 +215,7 @@ func (w *FinishOrphansWorker) finish(ctx context.Context, u store.Unfinished) {
 	}
 	act, s := lead.Abandoned(l.State)
 	f := finishOf(l, s, act, "the lead's processing ended without delivering it; retry with the same Idempotency-Key to try again", w.cfg.KeyRetention)
-	applied, err := finishAndWake(dctx, w.cfg.Store, l.Run, f, nil)
+	applied, err := w.cfg.finish(dctx, l, f, nil)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			w.cfg.Logger.ErrorContext(ctx, "orphan: could not finish the lead", append(attrs, slog.String("error", err.Error()))...)

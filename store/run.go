@@ -169,6 +169,15 @@ type Finish struct {
 	State lead.State
 	Score int
 	Tier  lead.Tier
+	// Callback, when not nil, announces a final response to the client's
+	// callback: the finishing transaction writes the delivery (the
+	// callbacks outbox) with it.
+	Callback *CallbackKey
+}
+
+// CallbackKey names the key a callback announces.
+type CallbackKey struct {
+	ClientID, Key string
 }
 
 // FinishedChannel is the PostgreSQL notification channel on which the
@@ -215,6 +224,8 @@ type Finished struct {
 	// WakeJobID is the job of the amendment that waits for this key to
 	// finish; nil for none.
 	WakeJobID *int64
+	// CallbackID is the delivery written for Finish.Callback; nil for none.
+	CallbackID *uuid.UUID
 }
 
 // Finish ends the run's lead as f says, and runs inTx (the completion of the
@@ -245,6 +256,11 @@ func (s *Store) Finish(ctx context.Context, run Run, f *Finish, inTx func(pgx.Tx
 			done.Applied = true
 		case !errors.Is(err, pgx.ErrNoRows):
 			return err
+		}
+		if done.Applied && f.Callback != nil && f.KeyState.Finished() {
+			if done.CallbackID, err = insertCallback(ctx, tx, run.LeadID, f); err != nil {
+				return err
+			}
 		}
 		if inTx != nil {
 			return inTx(tx, done)

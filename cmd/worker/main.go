@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"syscall"
 	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/internal/admin"
 	"github.com/leadintake/leadintake/internal/service"
@@ -49,6 +51,8 @@ type config struct {
 	ReconcileInterval  time.Duration `env:"RECONCILE_INTERVAL" envDefault:"1m" desc:"how often needs_reconciliation keys are looked up again and orphaned keys finished"`
 	WorkerConcurrency  int           `env:"WORKER_CONCURRENCY" envDefault:"50" desc:"lead jobs worked at once by this process"`
 	SimulateDownstream bool          `env:"SIMULATE_DOWNSTREAM" envDefault:"false" desc:"make no downstream calls; derive deterministic stand-in results (demos)"`
+	ClientsFile        string        `env:"CLIENTS_FILE" desc:"path of the clients file: the worker reads the clients' callbacks from it; read again on SIGHUP"`
+	CallbackMaxAge     time.Duration `env:"CALLBACK_MAX_AGE" envDefault:"24h" desc:"how long a callback delivery is retried"`
 }
 
 // rescueMargin is how much longer than JOB_TIMEOUT a job must be left
@@ -65,6 +69,7 @@ func (c *config) validate() error {
 		{"DOWNSTREAM_TIMEOUT", c.DownstreamTimeout}, {"JOB_TIMEOUT", c.JobTimeout},
 		{"RETRY_BASE_DELAY", c.RetryBaseDelay}, {"KEY_RETENTION", c.KeyRetention},
 		{"CLEANUP_INTERVAL", c.CleanupInterval}, {"RECONCILE_INTERVAL", c.ReconcileInterval},
+		{"CALLBACK_MAX_AGE", c.CallbackMaxAge},
 	} {
 		if d.v <= 0 {
 			return fmt.Errorf("%s must be positive", d.name)
@@ -119,10 +124,15 @@ func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, s
 			return fmt.Errorf("config: %w", err)
 		}
 	}
-	return work(ctx, &cfg, dcfg, stdout)
+	source := callers.Source{Path: cfg.ClientsFile}
+	clients, err := source.Load()
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return work(ctx, &cfg, dcfg, source, callers.NewHolder(clients), stdout)
 }
 
-func work(ctx context.Context, cfg *config, dcfg downstream.Config, stdout io.Writer) error {
+func work(ctx context.Context, cfg *config, dcfg downstream.Config, source callers.Source, clients *callers.Holder, stdout io.Writer) error {
 	// A job holds a connection only while it reads or writes its lead, not
 	// during downstream calls, so the pool is smaller than the concurrency.
 	p, err := service.Start(ctx, &cfg.Common, stdout, service.PoolOpts{
@@ -132,11 +142,21 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, stdout io.Wr
 	if err != nil {
 		return err
 	}
+	if cfg.ClientsFile != "" {
+		p.OnSignal(syscall.SIGHUP, func() {
+			if err := source.Reload(clients); err != nil {
+				p.Logger.Error("clients file refused; the clients in force stay", slog.String("error", err.Error()))
+				return
+			}
+			p.Logger.Info("clients file read again", slog.Int("clients", clients.Set().Len()))
+		})
+	}
+	dmetrics := downstream.NewMetrics(p.Registry)
 	var ds jobs.Downstream = downstream.Simulator{}
 	if cfg.SimulateDownstream {
 		p.Logger.Warn("SIMULATE_DOWNSTREAM is set: no downstream call is made, results are stand-ins")
 	} else {
-		dcfg.Metrics = downstream.NewMetrics(p.Registry)
+		dcfg.Metrics = dmetrics
 		client, err := downstream.NewClient(dcfg)
 		if err != nil {
 			return p.Abort(err)
@@ -147,12 +167,15 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, stdout io.Wr
 	jobsCfg := jobs.Config{
 		Store: store.New(p.Pool), Downstream: ds, CRMMode: lead.Mode(cfg.CRMMode), KeyRetention: cfg.KeyRetention,
 		Logger: p.Logger, Metrics: metrics, AwaitRecheck: cfg.ReconcileInterval,
+		Callers: clients, Callbacks: downstream.NewCallbacks(cfg.DownstreamTimeout, dmetrics), CallbackMaxAge: cfg.CallbackMaxAge,
 	}
+	p.Registry.MustRegister(jobs.NewPendingCallbacksCollector(jobsCfg.Store))
 	workers := river.NewWorkers()
 	river.AddWorker(workers, jobs.NewProcessLeadWorker(jobsCfg))
 	river.AddWorker(workers, jobs.NewCleanupWorker(jobsCfg))
 	river.AddWorker(workers, jobs.NewReconcileWorker(jobsCfg))
 	river.AddWorker(workers, jobs.NewFinishOrphansWorker(jobsCfg))
+	river.AddWorker(workers, jobs.NewDeliverCallbackWorker(jobsCfg))
 	periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
 		return river.NewPeriodicJob(river.PeriodicInterval(every),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
@@ -165,6 +188,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, stdout io.Wr
 		Queues: map[string]river.QueueConfig{
 			river.QueueDefault:    {MaxWorkers: cfg.WorkerConcurrency},
 			jobs.QueueMaintenance: {MaxWorkers: 3},
+			jobs.QueueCallbacks:   {MaxWorkers: 20},
 		},
 		Workers: workers,
 		PeriodicJobs: []*river.PeriodicJob{

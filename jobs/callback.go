@@ -1,0 +1,135 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+
+	"github.com/leadintake/leadintake/downstream"
+	"github.com/leadintake/leadintake/store"
+)
+
+// DefaultCallbackMaxAge is how long a callback delivery is retried when
+// Config.CallbackMaxAge is zero.
+const DefaultCallbackMaxAge = 24 * time.Hour
+
+// QueueCallbacks is the queue of callback deliveries: a slow callback
+// receiver never holds back the leads.
+const QueueCallbacks = "callbacks"
+
+// DeliverCallbackArgs are the arguments of the job that delivers one finish
+// to its client's callback. The delivery itself (its body) is in the
+// callbacks table, written by the finishing transaction.
+type DeliverCallbackArgs struct {
+	CallbackID uuid.UUID `json:"callback_id"`
+}
+
+// Kind is the job's kind in River.
+func (DeliverCallbackArgs) Kind() string { return "deliver_callback" }
+
+// InsertOpts puts the job on its own queue. Its attempts are bounded by
+// the delivery's age (CALLBACK_MAX_AGE), not by a count.
+func (DeliverCallbackArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueCallbacks, MaxAttempts: 10_000}
+}
+
+// DeliverCallbackWorker POSTs one finish to the client's callback, signed
+// per Standard Webhooks with the secret in force when it is sent. Any 2xx is
+// delivery; a 5xx, 408, 429, time-out or broken connection is retried with
+// the retry policy's back-off (or the receiver's Retry-After) until the
+// delivery is CALLBACK_MAX_AGE old; anything else gives it up.
+type DeliverCallbackWorker struct {
+	river.WorkerDefaults[DeliverCallbackArgs]
+	cfg     Config
+	retryAt retryTimes
+}
+
+// NewDeliverCallbackWorker returns the worker.
+func NewDeliverCallbackWorker(cfg Config) *DeliverCallbackWorker {
+	return &DeliverCallbackWorker{cfg: cfg.withDefaults()}
+}
+
+// NextRetry honours the receiver's Retry-After; otherwise the client's
+// retry policy applies.
+func (w *DeliverCallbackWorker) NextRetry(job *river.Job[DeliverCallbackArgs]) time.Time {
+	return w.retryAt.take(job.ID)
+}
+
+// Work makes one delivery attempt.
+func (w *DeliverCallbackWorker) Work(ctx context.Context, job *river.Job[DeliverCallbackArgs]) error {
+	dctx, cancel := dbContext(ctx)
+	cb, err := w.cfg.Store.LoadCallback(dctx, job.Args.CallbackID)
+	cancel()
+	if errors.Is(err, store.ErrNotFound) {
+		return river.JobCancel(err)
+	}
+	if err != nil || cb.Done {
+		return err
+	}
+	attrs := []any{slog.String("callback_id", cb.ID.String()), slog.String("client_id", cb.ClientID), slog.Int("attempt", job.Attempt)}
+	end := func(delivered bool) error {
+		dctx, cancel := dbContext(ctx)
+		defer cancel()
+		return w.cfg.Store.CallbackAttempted(dctx, cb.ID, delivered, !delivered)
+	}
+
+	// The callback in force now: its URL, and the secret it is signed with.
+	c, ok := w.cfg.Callers.Set().Client(cb.ClientID)
+	if !ok || c.Callback == nil {
+		w.cfg.Metrics.callbackDelivery("given_up", 0)
+		w.cfg.Logger.WarnContext(ctx, "callback given up: the client has no callback any more", attrs...)
+		return end(false)
+	}
+	err = w.cfg.Callbacks.Deliver(ctx, c.Callback.URL, c.Callback.Secret, WebhookID(cb.ID), cb.Payload)
+	age := time.Since(cb.CreatedAt)
+	if err == nil {
+		w.cfg.Metrics.callbackDelivery("delivered", age)
+		return end(true)
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return err // the worker is stopping: River makes the job available again
+	}
+	if retryable(err) && age < w.cfg.CallbackMaxAge {
+		if de, ok := downstream.AsError(err); ok && de.RetryAfter > 0 {
+			w.retryAt.set(job.ID, time.Now().Add(de.RetryAfter))
+		}
+		dctx, cancel := dbContext(ctx)
+		defer cancel()
+		if serr := w.cfg.Store.CallbackAttempted(dctx, cb.ID, false, false); serr != nil {
+			return serr
+		}
+		w.cfg.Metrics.callbackDelivery("retried", 0)
+		w.cfg.Logger.InfoContext(ctx, "callback attempt failed; will retry", append(attrs, slog.String("error", err.Error()))...)
+		return err
+	}
+	w.cfg.Metrics.callbackDelivery("given_up", 0)
+	w.cfg.Logger.WarnContext(ctx, "callback given up", append(attrs, slog.String("error", err.Error()), slog.Duration("age", age))...)
+	return end(false)
+}
+
+// retryable reports whether a delivery's failure is worth another attempt:
+// a 5xx, 408, 429, a time-out or a broken connection.
+func retryable(err error) bool {
+	de, ok := downstream.AsError(err)
+	if !ok {
+		return true
+	}
+	switch code := de.StatusCode; {
+	case code == 0:
+		return de.Transient
+	case code >= 500, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
+		return true
+	}
+	return false
+}
+
+// WebhookID is the webhook-id of every delivery attempt of one finish.
+func WebhookID(id uuid.UUID) string {
+	return "msg_" + strings.ReplaceAll(id.String(), "-", "")
+}

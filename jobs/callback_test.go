@@ -1,0 +1,197 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/webhook"
+)
+
+// callbackOf waits until the fake received a verified callback announcing
+// key's lead, and returns it with its decoded body.
+func (b *testBundle) callbackOf(t *testing.T, sub *submission, typ string) (fake.CallbackMessage, map[string]any) {
+	t.Helper()
+	var msg fake.CallbackMessage
+	waitFor(t, "a "+typ+" callback of the lead", func() bool {
+		for _, m := range b.fake.Callbacks() {
+			var v struct {
+				Type string `json:"type"`
+				Data struct {
+					LeadID string `json:"lead_id"`
+				} `json:"data"`
+			}
+			if json.Unmarshal(m.FirstBody, &v) == nil && v.Data.LeadID == sub.LeadID.String() && v.Type == typ && m.Verified {
+				msg = m
+				return b.delivered(t, m.ID)
+			}
+		}
+		return false
+	})
+	return msg, jsonOf(t, msg.FirstBody)
+}
+
+// delivered reports whether the worker recorded the delivery of webhook-id
+// id.
+func (b *testBundle) delivered(t *testing.T, id string) bool {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM callbacks WHERE 'msg_' || replace(id::text, '-', '') = $1 AND delivered_at IS NOT NULL`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
+func TestCallbacks(t *testing.T) {
+	t.Parallel()
+
+	t.Run("AnnouncesTheFinalResponse", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, nil)
+		sub := bundle.submit(t, adaBody)
+		got := bundle.waitFinished(t, sub.Key)
+		msg, body := bundle.callbackOf(t, sub, "lead.completed")
+		data, _ := body["data"].(map[string]any)
+		resp, _ := data["response"].(map[string]any)
+		if msg.Client != clientID || data["idempotency_key"] != sub.Key || resp["status"] != float64(http.StatusCreated) {
+			t.Errorf("callback %+v %s", msg, msg.FirstBody)
+		}
+		if raw, _ := json.Marshal(resp["body"]); string(raw) != string(mustCompact(t, got.Raw)) {
+			t.Errorf("callback's response body %s, want the stored %s", raw, got.Raw)
+		}
+		if _, err := time.Parse(time.RFC3339, body["timestamp"].(string)); err != nil {
+			t.Errorf("timestamp %v: %v", body["timestamp"], err)
+		}
+	})
+
+	t.Run("AnnouncesFailures", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, nil)
+		bundle.fake.Script(fake.CRMUpsert, fake.Fault{Status: http.StatusUnprocessableEntity})
+		sub := bundle.submit(t, adaBody)
+		bundle.waitFinished(t, sub.Key)
+		bundle.callbackOf(t, sub, "lead.failed")
+	})
+
+	// The receiver fails, answers 429 with Retry-After, hangs past the
+	// time-out and drops the connection before it answers: the same
+	// delivery (one webhook-id) is attempted again until it is delivered,
+	// each attempt signed with a fresh timestamp.
+	t.Run("RetriesUntilDelivered", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, &setupOpts{Timeout: time.Second})
+		bundle.fake.Script(fake.Callback,
+			fake.Fault{Status: http.StatusServiceUnavailable},
+			fake.Fault{Status: http.StatusTooManyRequests, RetryAfter: "1"},
+			fake.Fault{Hang: true},
+			fake.Fault{DropBeforeApply: true},
+			fake.Fault{DropAfterApply: true},
+		)
+		sub := bundle.submit(t, adaBody)
+		msg, _ := bundle.callbackOf(t, sub, "lead.completed")
+		if msg.Deliveries < 2 {
+			t.Errorf("%d deliveries recorded, want the applied drop and the success at least", msg.Deliveries)
+		}
+		if n := bundle.fake.Requests(fake.Callback); n != 6 {
+			t.Errorf("%d callback requests, want 6 (5 faults, then the delivery)", n)
+		}
+		if len(bundle.fake.Callbacks()) != 1 {
+			t.Errorf("%d webhook-ids, want 1: one finish, one id", len(bundle.fake.Callbacks()))
+		}
+	})
+
+	// A delivery is signed with the secret in force when it is sent.
+	t.Run("SignsWithTheSecretInForce", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, nil)
+		bundle.fake.Script(fake.Callback, fake.Fault{Status: http.StatusServiceUnavailable})
+		sub := bundle.submit(t, adaBody)
+		bundle.waitFinished(t, sub.Key)
+		waitFor(t, "the first attempt", func() bool { return bundle.fake.Requests(fake.Callback) >= 1 })
+		const rotated = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
+		secret, err := webhook.ParseSecret(rotated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bundle.fake.SetCallbackSecret(secret)
+		bundle.callers.Replace(clientsWithCallback(t, bundle.callbackURL(t), rotated))
+		bundle.callbackOf(t, sub, "lead.completed")
+	})
+
+	t.Run("NoneWhileUnfinished", func(t *testing.T) {
+		t.Parallel()
+		g := newGate(http.MethodPut, "/crm/leads/", 1)
+		bundle := setup(t, &setupOpts{Gate: g})
+		sub := bundle.submit(t, adaBody)
+		g.Arrived(t, 1)
+		if n := len(bundle.fake.Callbacks()); n != 0 {
+			t.Fatalf("%d callbacks while the lead is unfinished", n)
+		}
+		g.Open()
+		bundle.waitFinished(t, sub.Key)
+		bundle.callbackOf(t, sub, "lead.completed")
+	})
+
+	// A key that failed on transient failures is re-opened by a retry: its
+	// second finish is announced again, under another webhook-id.
+	t.Run("AnnouncesEveryFinish", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, &setupOpts{MaxAttempts: 1})
+		bundle.fake.Script(fake.CRMUpsert, fake.Fault{Status: http.StatusServiceUnavailable})
+		sub := bundle.submit(t, adaBody)
+		bundle.waitFinished(t, sub.Key)
+		first, _ := bundle.callbackOf(t, sub, "lead.failed")
+		bundle.claim(t, sub.Key, adaBody)
+		waitFor(t, "the second finish", func() bool {
+			got, _ := bundle.key(t, sub.Key)
+			return got.State == "completed"
+		})
+		second, _ := bundle.callbackOf(t, sub, "lead.completed")
+		if first.ID == second.ID {
+			t.Errorf("both finishes announced as %s", first.ID)
+		}
+	})
+
+	t.Run("GivesUpAfterTheMaxAge", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, &setupOpts{CallbackMaxAge: 500 * time.Millisecond})
+		if err := bundle.fake.SetChaos(fake.Callback, fake.Chaos{FailRate: 1}); err != nil {
+			t.Fatal(err)
+		}
+		sub := bundle.submit(t, adaBody)
+		bundle.waitFinished(t, sub.Key)
+		waitFor(t, "the delivery given up", func() bool {
+			var n int
+			_ = bundle.pool.QueryRow(context.Background(), `SELECT count(*) FROM callbacks WHERE lead_id = $1 AND given_up_at IS NOT NULL`, sub.LeadID).Scan(&n)
+			return n == 1
+		})
+	})
+}
+
+// callbackURL is client-a's callback at the fake.
+func (b *testBundle) callbackURL(t *testing.T) string {
+	t.Helper()
+	c, ok := b.callers.Set().Client(clientID)
+	if !ok || c.Callback == nil {
+		t.Fatal("client-a has no callback")
+	}
+	return c.Callback.URL
+}
+
+// mustCompact returns raw JSON without white space.
+func mustCompact(t *testing.T, raw []byte) []byte {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
