@@ -59,11 +59,13 @@ type keyStateCollector struct {
 
 	keys   *prometheus.Desc
 	oldest *prometheus.Desc
+	ready  *prometheus.Desc
 
 	mu        sync.Mutex
 	readAt    time.Time
 	counts    map[store.KeyState]float64
 	oldestAge float64
+	isReady   float64
 }
 
 const keyStateCacheFor = 10 * time.Second
@@ -79,12 +81,15 @@ func NewKeyStateCollector(st *store.Store, logger *slog.Logger) prometheus.Colle
 			"Idempotency keys by state (database-wide; needs_reconciliation needs an operator's eye).", []string{"state"}, nil),
 		oldest: prometheus.NewDesc("leadintake_oldest_processing_key_age_seconds",
 			"Age of the oldest key still processing (database-wide); 0 when there is none.", nil, nil),
+		ready: prometheus.NewDesc("leadintake_ready",
+			"1 when this api process is ready (the database answers and holds the migrations it needs, as /readyz says), else 0.", nil, nil),
 	}
 }
 
 func (c *keyStateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.keys
 	ch <- c.oldest
+	ch <- c.ready
 }
 
 func (c *keyStateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -92,14 +97,20 @@ func (c *keyStateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	if time.Since(c.readAt) > keyStateCacheFor {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		c.isReady = 0
+		if c.store.Ready(ctx) == nil {
+			c.isReady = 1
+		}
 		counts, oldest, err := c.store.KeyCounts(ctx)
-		cancel()
 		if err != nil {
 			c.logger.Warn("read key states for metrics", slog.String("error", err.Error()))
+			ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, c.isReady)
 			return
 		}
 		c.counts, c.oldestAge, c.readAt = counts, oldest, time.Now()
 	}
+	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, c.isReady)
 	for _, state := range store.KeyStates {
 		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, c.counts[state], string(state))
 	}

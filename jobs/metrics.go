@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/store"
@@ -145,5 +147,71 @@ func (c *pendingCallbacks) Collect(ch chan<- prometheus.Metric) {
 func (m *Metrics) keysDeleted(n int64) {
 	if m != nil {
 		m.deleted.Add(float64(n))
+	}
+}
+
+// queues reports, on each scrape, the backlog of River's queues (jobs
+// available and running) and the age of the oldest job waiting in each,
+// asked of River's driver (read at most every 10 s; database-wide:
+// aggregate with max across workers).
+type queues struct {
+	client *river.Client[pgx.Tx]
+	names  []string
+	jobs   *prometheus.Desc
+	oldest *prometheus.Desc
+
+	mu      sync.Mutex
+	readAt  time.Time
+	counts  []*riverdriver.JobCountByQueueAndStateResult
+	oldestS map[string]float64
+}
+
+// NewQueuesCollector returns a collector of leadintake_queue_jobs{queue,state}
+// and leadintake_queue_oldest_available_seconds{queue} for the named queues.
+func NewQueuesCollector(client *river.Client[pgx.Tx], names ...string) prometheus.Collector {
+	return &queues{
+		client: client, names: names,
+		jobs: prometheus.NewDesc("leadintake_queue_jobs",
+			"River jobs by queue and state: available (waiting for a worker) and running (database-wide).", []string{"queue", "state"}, nil),
+		oldest: prometheus.NewDesc("leadintake_queue_oldest_available_seconds",
+			"How long the oldest job available in the queue has waited for a worker (database-wide); 0 when none waits.", []string{"queue"}, nil),
+	}
+}
+
+func (q *queues) Describe(ch chan<- *prometheus.Desc) {
+	ch <- q.jobs
+	ch <- q.oldest
+}
+
+func (q *queues) Collect(ch chan<- prometheus.Metric) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if time.Since(q.readAt) > 10*time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		counts, err := q.client.Driver().GetExecutor().JobCountByQueueAndState(ctx,
+			&riverdriver.JobCountByQueueAndStateParams{QueueNames: q.names})
+		if err != nil {
+			return
+		}
+		oldest := map[string]float64{}
+		for _, name := range q.names {
+			res, err := q.client.JobList(ctx, river.NewJobListParams().Queues(name).
+				States(rivertype.JobStateAvailable).OrderBy(river.JobListOrderByTime, river.SortOrderAsc).First(1))
+			if err != nil {
+				return
+			}
+			if len(res.Jobs) == 1 {
+				oldest[name] = max(0, time.Since(res.Jobs[0].ScheduledAt).Seconds())
+			}
+		}
+		q.counts, q.oldestS, q.readAt = counts, oldest, time.Now()
+	}
+	for _, c := range q.counts {
+		ch <- prometheus.MustNewConstMetric(q.jobs, prometheus.GaugeValue, float64(c.CountAvailable), c.Queue, "available")
+		ch <- prometheus.MustNewConstMetric(q.jobs, prometheus.GaugeValue, float64(c.CountRunning), c.Queue, "running")
+	}
+	for _, name := range q.names {
+		ch <- prometheus.MustNewConstMetric(q.oldest, prometheus.GaugeValue, q.oldestS[name], name)
 	}
 }

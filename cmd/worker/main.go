@@ -211,6 +211,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 		return p.Abort(fmt.Errorf("river client: %w", err))
 	}
 	metrics.CountJobEvents(riverClient)
+	p.Registry.MustRegister(jobs.NewQueuesCollector(riverClient, river.QueueDefault, jobs.QueueMaintenance, jobs.QueueCallbacks))
 
 	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{Gatherer: p.Registry, User: cfg.AdminUser, Password: cfg.AdminPassword})
 	if err != nil {
