@@ -314,12 +314,20 @@ func (s *session) submit(ctx context.Context, body []byte, supersedes string) (*
 		if ctx.Err() != nil {
 			return nil, s.unknown(ctx)
 		}
+		sent := time.Now()
 		ans, err := s.exchange(ctx, http.MethodPost, s.c.base+"/v1/leads", body, supersedes, s.waitSeconds(ctx))
 		if err == nil {
 			switch {
 			case ans.status == http.StatusAccepted:
 				if p, perr := parseProcessing(ans.body); perr == nil {
 					s.accept(p.LeadID, p.Status, ans)
+					// The first poll keeps the 202's pace too, unless the
+					// POST was held that long already.
+					if d := s.poll - time.Since(sent); d > 0 {
+						if s.c.o.Sleep(ctx, d) != nil {
+							return nil, s.unknown(ctx)
+						}
+					}
 					return s.wait(ctx, true)
 				}
 				err = ans.unexpected()

@@ -253,8 +253,8 @@ func TestSubmit429Then202ThenFinal(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	waits := clk.waits()
-	if len(waits) != 3 || waits[0] < 3*time.Second {
-		t.Fatalf("waits %v, want 3s (the 429's Retry-After), then two polls", waits)
+	if len(waits) != 4 || waits[0] < 3*time.Second {
+		t.Fatalf("waits %v, want 3s (the 429's Retry-After), then the pace of three polls", waits)
 	}
 	for _, d := range waits[1:] {
 		if d <= 500*time.Millisecond || d > time.Second {
