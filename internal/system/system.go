@@ -27,7 +27,8 @@ type Binaries struct {
 	Dir string
 }
 
-// Path returns the path of the named binary (api, worker, fakedownstream).
+// Path returns the path of the named binary (api, worker, fakedownstream,
+// leadintake).
 func (b *Binaries) Path(name string) string { return filepath.Join(b.Dir, name) }
 
 // BuildOpts configure Build.
@@ -36,8 +37,9 @@ type BuildOpts struct {
 	Race bool
 }
 
-// Build compiles ./cmd/api, ./cmd/worker and ./cmd/fakedownstream of the
-// module that contains this package into dir.
+// Build compiles ./cmd/api, ./cmd/worker, ./cmd/fakedownstream and
+// ./cmd/leadintake (the client's command line) of the module that contains
+// this package into dir.
 func Build(ctx context.Context, dir string, opts *BuildOpts) (*Binaries, error) {
 	root, err := moduleRoot()
 	if err != nil {
@@ -47,7 +49,7 @@ func Build(ctx context.Context, dir string, opts *BuildOpts) (*Binaries, error) 
 	if opts != nil && opts.Race {
 		args = append(args, "-race")
 	}
-	args = append(args, "./cmd/api", "./cmd/worker", "./cmd/fakedownstream")
+	args = append(args, "./cmd/api", "./cmd/worker", "./cmd/fakedownstream", "./cmd/leadintake")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
