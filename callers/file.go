@@ -54,7 +54,7 @@ func ParseFile(raw []byte) (*Set, error) {
 		return nil, err
 	}
 	if len(doc.Content) == 0 {
-		return nil, errors.New("the file is empty; want a list under clients:")
+		return nil, errors.New(`the file is empty; want a list under "clients"`)
 	}
 	top := doc.Content[0]
 	if err := checkMembers(top, topMembers, "the file"); err != nil {
@@ -62,7 +62,7 @@ func ParseFile(raw []byte) (*Set, error) {
 	}
 	list := member(top, "clients")
 	if list == nil || list.Kind != yaml.SequenceNode {
-		return nil, errors.New("want a list of clients under clients:")
+		return nil, errors.New(`want a list of clients under "clients"`)
 	}
 	clients := make([]*Client, 0, len(list.Content))
 	for i, n := range list.Content {

@@ -30,6 +30,9 @@ var contractVars = map[string]map[string]string{
 		"MAX_WAIT":          "30s",
 		"PUBLIC_RATE_LIMIT": "20/m",
 		"TRUSTED_PROXIES":   "",
+		"PII_HASH_KEY":      "",
+		"KEY_RETENTION":     "168h",
+		"LEAD_RETENTION":    "720h",
 	},
 	"worker": {
 		"DATABASE_URL":        "",
@@ -56,6 +59,8 @@ var contractVars = map[string]map[string]string{
 		"SIMULATE_DOWNSTREAM": "false",
 		"CLIENTS_FILE":        "",
 		"CALLBACK_MAX_AGE":    "24h",
+		"PII_HASH_KEY":        "",
+		"LEAD_RETENTION":      "720h",
 	},
 }
 
@@ -63,8 +68,8 @@ var contractVars = map[string]map[string]string{
 // (API_CLIENTS is required unless CLIENTS_FILE is set: the usage table
 // cannot say so, and the description does.)
 var contractRequired = map[string][]string{
-	"api":    {"DATABASE_URL"},
-	"worker": {"DATABASE_URL"},
+	"api":    {"DATABASE_URL", "PII_HASH_KEY"},
+	"worker": {"DATABASE_URL", "PII_HASH_KEY"},
 }
 
 // usageVar is one row of envconfig's usage table.
@@ -146,7 +151,7 @@ func TestHelpListsTheContractVariables(t *testing.T) {
 // URL used, and nothing may wait for it).
 func TestBadConfigurationExitsWithOneLine(t *testing.T) {
 	t.Parallel()
-	const db = "DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=1"
+	const db = "DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=1 " + piiHashKey
 	const clients = "API_CLIENTS=demo=2f6b4a8b5e0c7c2b1d9e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c"
 	const urls = "ENRICHMENT_URL=http://127.0.0.1:1/enrichment CRM_URL=http://127.0.0.1:1/crm NOTIFY_URL=http://127.0.0.1:1/notify"
 	cases := []struct {
@@ -170,7 +175,12 @@ func TestBadConfigurationExitsWithOneLine(t *testing.T) {
 		{"api/ADMIN_USER alone", "api", nil, db + " " + clients + " ADMIN_USER=operator", "ADMIN_PASSWORD"},
 		{"api/unknown LOG_LEVEL", "api", nil, db + " " + clients + " LOG_LEVEL=loud", "LOG_LEVEL"},
 		{"api migrate/missing DATABASE_URL", "api", []string{"migrate"}, "", "DATABASE_URL"},
+		{"api/missing PII_HASH_KEY", "api", nil, "DATABASE_URL=postgres://nobody@127.0.0.1:1/none " + clients, "PII_HASH_KEY"},
+		{"api/short PII_HASH_KEY", "api", nil, db + " " + clients + " PII_HASH_KEY=short", "PII_HASH_KEY"},
+		{"api/LEAD_RETENTION below KEY_RETENTION", "api", nil, db + " " + clients + " LEAD_RETENTION=1h", "LEAD_RETENTION"},
+		{"api erase/missing PII_HASH_KEY", "api", []string{"erase", "--client", "demo", "--email", "ada@example.com"}, "DATABASE_URL=postgres://nobody@127.0.0.1:1/none", "PII_HASH_KEY"},
 		{"worker/missing DATABASE_URL", "worker", nil, urls, "DATABASE_URL"},
+		{"worker/missing PII_HASH_KEY", "worker", nil, "DATABASE_URL=postgres://nobody@127.0.0.1:1/none " + urls, "PII_HASH_KEY"},
 		{"worker/malformed JOB_TIMEOUT", "worker", nil, db + " " + urls + " JOB_TIMEOUT=abc", "JOB_TIMEOUT"},
 		{"worker/malformed KEY_RETENTION", "worker", nil, db + " " + urls + " KEY_RETENTION=7d", "KEY_RETENTION"},
 		{"worker/zero CLEANUP_INTERVAL", "worker", nil, db + " " + urls + " CLEANUP_INTERVAL=0s", "CLEANUP_INTERVAL"},
@@ -262,7 +272,7 @@ func TestConfigErrorsShowNoSecret(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := runBinary(t, tc.bin, tc.env)
+			r := runBinary(t, tc.bin, append(tc.env, piiHashKey))
 			if r.code == 0 {
 				t.Fatalf("exit 0, want non-zero\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 			}

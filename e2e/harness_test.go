@@ -75,6 +75,7 @@ func (s *stack) startAPI(env ...string) *system.Process {
 		"API_ADDR=127.0.0.1:0",
 		"ADMIN_ADDR=127.0.0.1:0",
 		"API_CLIENTS=e2e=" + hex.EncodeToString(sum[:]),
+		piiHashKey,
 		"SHUTDOWN_TIMEOUT=10s",
 	}
 	p := s.start("api", append(base, env...))
@@ -95,6 +96,7 @@ func (s *stack) startWorker(env ...string) *system.Process {
 		"ENRICHMENT_URL=" + s.fakeURL + "/enrichment",
 		"CRM_URL=" + s.fakeURL + "/crm",
 		"NOTIFY_URL=" + s.fakeURL + "/notify",
+		piiHashKey,
 		"RETRY_BASE_DELAY=50ms",
 		"RETRY_MAX_DELAY=500ms",
 		"SHUTDOWN_TIMEOUT=10s",
@@ -138,6 +140,9 @@ func (s *stack) start(name string, env []string) *system.Process {
 	})
 	return p
 }
+
+// piiHashKey is the PII_HASH_KEY of every process the tests start.
+const piiHashKey = "PII_HASH_KEY=e2e-pii-hash-key-0123456789abcdefghij"
 
 // response is one HTTP answer, read whole.
 type response struct {

@@ -144,6 +144,7 @@ clients:
 		t.Cleanup(func() { cancel(); <-done })
 	}
 	handler := intake.NewHandler(&intake.HandlerOpts{
+		HashKey:         lead.HashKey("intake-test-pii-hash-key-0123456789"),
 		Waiters:         waiters,
 		MaxWait:         opts.MaxWait,
 		PublicRateLimit: opts.PublicRateLimit,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
 	"io"
 	"log/slog"
 	"net"
@@ -58,6 +59,7 @@ func newHostileServer(t *testing.T, opts hostileServerOpts) *hostileServer {
 	logs := &testkit.LockedBuffer{}
 	const requestTimeout = 30 * time.Second // never the cause of an answer here
 	handler := intake.NewHandler(&intake.HandlerOpts{
+		HashKey:        lead.HashKey("intake-test-pii-hash-key-0123456789"),
 		Store:          store.New(pool),
 		Enqueue:        jobs.Enqueuer(riverClient),
 		Callers:        callers.NewHolder(clients),

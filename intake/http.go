@@ -77,6 +77,9 @@ type HandlerOpts struct {
 	PublicRateLimit RateLimit
 	// TrustedProxies are the peers whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
+	// HashKey keys the hash of each lead's email, kept to find the lead
+	// for an erasure (PII_HASH_KEY). Required.
+	HashKey lead.HashKey
 }
 
 // DefaultPublicRateLimit is PUBLIC_RATE_LIMIT's default: 20 a minute.
@@ -209,6 +212,7 @@ type processingBody struct {
 
 // submitter is what a submission needs, whichever way it authenticates.
 type submitter struct {
+	hashKey lead.HashKey
 	store   *store.Store
 	enqueue store.EnqueueFunc
 	waiters *Waiters
@@ -290,6 +294,7 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	}
 	res, err := st.Claim(ctx, &store.ClaimParams{
 		ClientID: clientID, Key: key, ExternalRef: c.Get(ctxRef).(string), Payload: payload, Enqueue: sub.enqueue,
+		EmailHMAC: sub.hashKey.Email(payload.Lead.Email),
 	})
 	if err != nil {
 		return storeError(err)

@@ -10,7 +10,7 @@ func addRoutes(e *echo.Echo, o *HandlerOpts) {
 	e.GET("/readyz", handleReadyz(o.Store))
 	wait := applyWait(o.MaxWait)
 	sub := &submitter{
-		store: o.Store, enqueue: o.Enqueue, waiters: o.Waiters, limits: newLimiters(o.PublicRateLimit),
+		hashKey: o.HashKey, store: o.Store, enqueue: o.Enqueue, waiters: o.Waiters, limits: newLimiters(o.PublicRateLimit),
 		trusted: o.TrustedProxies, decode: &o.Decode, maxBody: o.MaxBodyBytes, timeout: o.RequestTimeout,
 	}
 	e.POST("/v1/leads", handleLeadCreate(sub), wait, auth)

@@ -27,9 +27,10 @@ const (
 	cleanupMaxBatches = 100
 )
 
-// CleanupWorker deletes keys whose retention has passed, in bounded batches.
-// A retry after that is a new submission (with the same external reference,
-// so the CRM record is updated, not duplicated).
+// CleanupWorker deletes keys whose retention has passed, and erases the
+// personal data of leads whose retention has passed, in bounded batches. A
+// retry after a key's retention is a new submission (with the same external
+// reference, so the CRM record is updated, not duplicated).
 type CleanupWorker struct {
 	river.WorkerDefaults[CleanupArgs]
 	cfg Config
@@ -56,6 +57,22 @@ func (w *CleanupWorker) Work(ctx context.Context, _ *river.Job[CleanupArgs]) err
 	}
 	if total > 0 {
 		w.cfg.Logger.InfoContext(ctx, "expired keys deleted", slog.Int64("count", total))
+	}
+	// Personal data: the leads finished LEAD_RETENTION ago are erased.
+	var erased int64
+	for range cleanupMaxBatches {
+		n, err := w.cfg.Store.EraseFinishedBefore(ctx, time.Now().Add(-w.cfg.LeadRetention), cleanupBatch)
+		if err != nil {
+			return err
+		}
+		erased += n
+		w.cfg.Metrics.leadsErased("retention", n)
+		if n < cleanupBatch {
+			break
+		}
+	}
+	if erased > 0 {
+		w.cfg.Logger.InfoContext(ctx, "personal data of finished leads erased (LEAD_RETENTION)", slog.Int64("count", erased))
 	}
 	// Callback deliveries that ended are kept as long as a finished key.
 	for range cleanupMaxBatches {

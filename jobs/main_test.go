@@ -79,6 +79,10 @@ type setupOpts struct {
 	CallbackMaxAge time.Duration
 }
 
+// hashKey keys the email's hash that finds a person's leads
+// (PII_HASH_KEY).
+var hashKey = lead.HashKey("jobs-test-pii-hash-key-0123456789abcdef")
+
 // callbackSecret signs client-a's callbacks, which the fake receives at
 // /callbacks/client-a.
 const callbackSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -289,6 +293,7 @@ func (b *testBundle) claimWith(t *testing.T, enqueue store.EnqueueFunc, key, bod
 	defer cancel()
 	res, err := b.store.Claim(ctx, &store.ClaimParams{
 		ClientID: clientID, Key: key, ExternalRef: intake.ExternalRef(clientID, key), Payload: payload, Enqueue: enqueue,
+		EmailHMAC: hashKey.Email(payload.Lead.Email),
 	})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
@@ -600,6 +605,13 @@ func (g *gate) Arrived(t *testing.T, n int) {
 			t.Fatalf("no %s %s request reached the gate within %s", g.Method, g.Prefix, testkit.Patience)
 		}
 	}
+}
+
+// holdNext holds the next n matching requests too.
+func (g *gate) holdNext(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.Hold = g.held + n
 }
 
 // Open lets every held request and every later one through.

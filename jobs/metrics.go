@@ -24,6 +24,7 @@ type Metrics struct {
 	deleted   prometheus.Counter
 	callbacks *prometheus.CounterVec
 	delivered prometheus.Histogram
+	erased    *prometheus.CounterVec
 }
 
 // NewMetrics registers the worker's collectors on reg.
@@ -55,6 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400},
 		}),
 	}
+	m.erased = NewErasedCounter(reg)
 	reg.MustRegister(m.leads, m.jobs, m.reconcile, m.deleted, m.callbacks, m.delivered)
 	for _, o := range []string{"delivered", "retried", "given_up"} {
 		m.callbacks.WithLabelValues(o)
@@ -142,6 +144,25 @@ func (c *pendingCallbacks) Collect(ch chan<- prometheus.Metric) {
 		c.age, c.readAt = age.Seconds(), time.Now()
 	}
 	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, c.age)
+}
+
+// NewErasedCounter registers leadintake_leads_erased_total{reason} on reg:
+// the worker counts the erasures of retention, the api those on request.
+func NewErasedCounter(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leadintake_leads_erased_total",
+		Help: "Leads whose personal data was erased, by reason: retention (LEAD_RETENTION passed) or request.",
+	}, []string{"reason"})
+	reg.MustRegister(c)
+	c.WithLabelValues("retention")
+	c.WithLabelValues("request")
+	return c
+}
+
+func (m *Metrics) leadsErased(reason string, n int64) {
+	if m != nil {
+		m.erased.WithLabelValues(reason).Add(float64(n))
+	}
 }
 
 func (m *Metrics) keysDeleted(n int64) {

@@ -21,9 +21,12 @@ import (
 	"github.com/leadintake/leadintake/store"
 )
 
-// DefaultKeyRetention is the retention of a finished key when
-// Config.KeyRetention is zero.
-const DefaultKeyRetention = 7 * 24 * time.Hour
+// Retentions when Config leaves them zero: a finished key is kept a week,
+// a finished lead's personal data thirty days.
+const (
+	DefaultKeyRetention  = 7 * 24 * time.Hour
+	DefaultLeadRetention = 30 * 24 * time.Hour
+)
 
 // Downstream is what the jobs need of the outside world: *downstream.Client,
 // or downstream.Simulator.
@@ -44,6 +47,9 @@ type Config struct {
 	// KeyRetention is how long a finished key is kept. Default
 	// DefaultKeyRetention.
 	KeyRetention time.Duration
+	// LeadRetention is how long a finished lead keeps its personal data.
+	// Default DefaultLeadRetention.
+	LeadRetention time.Duration
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 	// Metrics may be nil.
@@ -68,6 +74,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.KeyRetention <= 0 {
 		cfg.KeyRetention = DefaultKeyRetention
+	}
+	if cfg.LeadRetention <= 0 {
+		cfg.LeadRetention = DefaultLeadRetention
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -129,10 +138,10 @@ func (w *ProcessLeadWorker) Work(ctx context.Context, job *river.Job[ProcessLead
 	if err != nil {
 		return err
 	}
-	if l.KeyState != store.KeyProcessing {
+	if l.KeyState != store.KeyProcessing || l.Erased {
 		// An earlier run finished it (and this job's completion was lost),
-		// the key awaits reconciliation, or it expired and was deleted:
-		// nothing is left to do.
+		// the key awaits reconciliation, it expired and was deleted, or the
+		// lead's personal data was erased: nothing is left to do.
 		return nil
 	}
 	r := &leadRun{w: w, job: job, lead: l}
@@ -161,14 +170,20 @@ func (r *leadRun) loop(ctx context.Context) error {
 	in := lead.Input{Mode: r.w.cfg.CRMMode, LastAttempt: r.job.Attempt >= r.job.MaxAttempts}
 	s := r.lead.State
 	var lastErr error
+	// saved is true while nothing happened since the run was fenced in
+	// (StartRun, or the last save): every call is preceded by one, so that
+	// no call starts for a lead that a later run took or that was erased.
+	saved := true
 	for {
 		act, next := lead.Next(s, in)
 		if next != s {
 			r.noteGivenUp(ctx, s, next, lastErr)
+		}
+		if next != s || (!saved && calls(act.Kind)) {
 			if err := r.save(ctx, next); err != nil {
 				return r.saveFailed(ctx, err)
 			}
-			s = next
+			s, saved = next, true
 		}
 		switch act.Kind {
 		case lead.ActStop:
@@ -191,7 +206,17 @@ func (r *leadRun) loop(ctx context.Context) error {
 			return river.JobSnooze(r.w.cfg.AwaitRecheck)
 		}
 		in.Last, lastErr = r.call(ctx, s, act)
+		saved = false
 	}
+}
+
+// calls reports whether the action makes a downstream call.
+func calls(k lead.Kind) bool {
+	switch k {
+	case lead.ActEnrich, lead.ActUpsert, lead.ActLookup, lead.ActCreate, lead.ActNotify:
+		return true
+	}
+	return false
 }
 
 // save records the state (and a fresh enrichment answer) before the next
@@ -216,8 +241,12 @@ func (r *leadRun) save(ctx context.Context, s lead.State) error {
 // saveFailed ends the attempt whose save failed: quietly when a later run
 // holds the lead (this one must not act any more), with the error otherwise.
 func (r *leadRun) saveFailed(ctx context.Context, err error) error {
-	if errors.Is(err, store.ErrRunTaken) {
+	switch {
+	case errors.Is(err, store.ErrRunTaken):
 		r.w.cfg.Logger.WarnContext(ctx, "a later run of the lead started; this one stops", r.attrs()...)
+		return nil
+	case errors.Is(err, store.ErrErased):
+		r.w.cfg.Logger.InfoContext(ctx, "the lead's personal data was erased; its run stops", r.attrs()...)
 		return nil
 	}
 	return err

@@ -38,4 +38,9 @@
 //	CRM step it waits (ActAwaitSuperseded: a snooze, no attempt spent) while
 //	the key it supersedes is unfinished; in create mode its look-up finding
 //	the record completes it with the warning crm_not_updated.
+//
+//	erasure (an operator, at any point): the personal data is gone; an
+//	unfinished key ─► finish erased (422), never re-opened; the run stops
+//	at its next save, before any further call. Retention erases the
+//	personal data of a finished lead LEAD_RETENTION after it finished.
 package lead

@@ -16,7 +16,9 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-go1.27.3}"
 : "${DEMO_TOKEN:=demo-token-change-me}"
 : "${ADMIN_USER:=admin}"
 : "${ADMIN_PASSWORD:=admin}"
-export DATABASE_URL ADMIN_USER ADMIN_PASSWORD
+# Keys every hash of personal data; a demo value: set your own.
+: "${PII_HASH_KEY:=demo-pii-hash-key-change-me-0123456789}"
+export DATABASE_URL ADMIN_USER ADMIN_PASSWORD PII_HASH_KEY
 
 # PostgreSQL: the server of DATABASE_URL must answer; the database is created
 # when missing.

@@ -61,6 +61,9 @@ type ClaimParams struct {
 	Key         string
 	ExternalRef string
 	Payload     *lead.Payload
+	// EmailHMAC is the keyed hash of the lead's email (lead.HashKey.Email),
+	// what finds it for an erasure.
+	EmailHMAC []byte
 	// Enqueue inserts the lead's job when the key is claimed or re-opened.
 	Enqueue EnqueueFunc
 }
@@ -88,21 +91,23 @@ WITH claimed AS (
     ON CONFLICT (client_id, key) DO NOTHING
     RETURNING lead_id
 ), lead AS (
-    INSERT INTO leads (id, client_id, idempotency_key, external_ref, submission, amends, amendment)
-    SELECT lead_id, $1, $2, $5, $6, $8, $9 FROM claimed
+    INSERT INTO leads (id, client_id, idempotency_key, external_ref, submission, amends, amendment, email_hmac)
+    SELECT lead_id, $1, $2, $5, $6, $8, $9, $10 FROM claimed
 )
-SELECT true, 'processing', $3::bytea, lead_id, NULL::smallint, NULL::json, NULL::text, false, false
+SELECT true, 'processing', $3::bytea, lead_id, NULL::smallint, NULL::json, NULL::text, false, false, false
 FROM claimed
 UNION ALL
 SELECT false, k.state, k.fingerprint, k.lead_id, k.response_status, k.response_body, k.failure_code,
-       k.expires_at <= now(), k.superseded_by IS NOT NULL
+       k.expires_at <= now(), k.superseded_by IS NOT NULL,
+       EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND l.erased_at IS NOT NULL)
 FROM idempotency_keys k
 WHERE k.client_id = $1 AND k.key = $2 AND NOT EXISTS (SELECT FROM claimed)`
 
 const readKeySQL = `
-SELECT false, state, fingerprint, lead_id, response_status, response_body, failure_code,
-       expires_at <= now(), superseded_by IS NOT NULL
-FROM idempotency_keys WHERE client_id = $1 AND key = $2`
+SELECT false, k.state, k.fingerprint, k.lead_id, k.response_status, k.response_body, k.failure_code,
+       k.expires_at <= now(), k.superseded_by IS NOT NULL,
+       EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND l.erased_at IS NOT NULL)
+FROM idempotency_keys k WHERE k.client_id = $1 AND k.key = $2`
 
 // takeOverSQL gives an expired key to a new request. The condition is
 // checked again under the row lock, so of two racing take-overs one wins.
@@ -116,19 +121,29 @@ WITH key AS (
     WHERE client_id = $1 AND key = $2 AND expires_at <= now()
     RETURNING lead_id
 )
-INSERT INTO leads (id, client_id, idempotency_key, external_ref, submission, amends, amendment)
-SELECT lead_id, $1, $2, $5, $6, $8, $9 FROM key`
+INSERT INTO leads (id, client_id, idempotency_key, external_ref, submission, amends, amendment, email_hmac)
+SELECT lead_id, $1, $2, $5, $6, $8, $9, $10 FROM key`
 
 // reopenSQL gives a key that failed on transient downstream failures a new
 // attempt for the same lead, again atomically under the row lock. A
-// superseded key is never re-opened: its amendment carries the enquiry on.
+// superseded key is never re-opened (its amendment carries the enquiry
+// on), nor one whose lead's personal data was erased (there is nothing left
+// to send): both replay their stored answer. The lead's row is checked
+// again under its lock: an erasure that held it commits first, the update
+// finds it erased and returns nothing, and the claim starts again (and
+// replays).
 const reopenSQL = `
-UPDATE idempotency_keys
-SET state = 'processing', response_status = NULL, response_body = NULL, failure_code = NULL,
-    updated_at = now(), finished_at = NULL, expires_at = NULL
-WHERE client_id = $1 AND key = $2 AND state = 'failed' AND failure_code = $3
-  AND fingerprint = $4 AND expires_at > now() AND superseded_by IS NULL
-RETURNING lead_id`
+WITH k AS (
+    UPDATE idempotency_keys k
+    SET state = 'processing', response_status = NULL, response_body = NULL, failure_code = NULL,
+        updated_at = now(), finished_at = NULL, expires_at = NULL
+    WHERE k.client_id = $1 AND k.key = $2 AND k.state = 'failed' AND k.failure_code = $3
+      AND k.fingerprint = $4 AND k.expires_at > now() AND k.superseded_by IS NULL
+      AND EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND l.erased_at IS NULL)
+    RETURNING k.lead_id
+)
+UPDATE leads SET finished_at = NULL FROM k WHERE leads.id = k.lead_id AND leads.erased_at IS NULL
+RETURNING leads.id`
 
 // supersededSQL reads, and locks, the key an amendment supersedes, with
 // what the amendment inherits: the chain's external reference and the
@@ -158,12 +173,13 @@ type keyRow struct {
 	failureCode    *string
 	expired        *bool
 	superseded     bool
+	erased         bool
 }
 
 func scanKeyRow(row pgx.Row) (*keyRow, error) {
 	var r keyRow
 	err := row.Scan(&r.claimed, &r.state, &r.fingerprint, &r.leadID, &r.responseStatus,
-		&r.responseBody, &r.failureCode, &r.expired, &r.superseded)
+		&r.responseBody, &r.failureCode, &r.expired, &r.superseded, &r.erased)
 	return &r, err
 }
 
@@ -225,7 +241,7 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 		}
 
 		row, err := scanKeyRow(tx.QueryRow(ctx, claimSQL, p.ClientID, p.Key, fp, newLeadID,
-			ch.externalRef, p.Payload.Canonical, supersedes, ch.amends, ch.amendment))
+			ch.externalRef, p.Payload.Canonical, supersedes, ch.amends, ch.amendment, p.EmailHMAC))
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Lost the race to a transaction that committed after our
 			// snapshot: read its row with a fresh one.
@@ -241,7 +257,7 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 		case row.claimed:
 		case row.expired != nil && *row.expired:
 			tag, err := tx.Exec(ctx, takeOverSQL, p.ClientID, p.Key, fp, newLeadID, ch.externalRef,
-				p.Payload.Canonical, supersedes, ch.amends, ch.amendment)
+				p.Payload.Canonical, supersedes, ch.amends, ch.amendment, p.EmailHMAC)
 			if err != nil {
 				return fmt.Errorf("claim: take over expired key: %w", err)
 			}
@@ -300,7 +316,7 @@ func answerExisting(ctx context.Context, tx pgx.Tx, p *ClaimParams, row *keyRow)
 	case string(row.fingerprint) != string(fp):
 		return &ClaimResult{Outcome: OutcomeMismatch, State: row.state, LeadID: row.leadID}, errNothingToCommit
 
-	case row.state == KeyFailed && !row.superseded && row.failureCode != nil &&
+	case row.state == KeyFailed && !row.superseded && !row.erased && row.failureCode != nil &&
 		response.Code(*row.failureCode) == response.CodeDownstreamUnavailable:
 		var leadID uuid.UUID
 		err := tx.QueryRow(ctx, reopenSQL, p.ClientID, p.Key, response.CodeDownstreamUnavailable, fp).Scan(&leadID)

@@ -44,6 +44,9 @@ type Lead struct {
 	JobID *int64
 	// Amends is the lead this one amends, nil for none.
 	Amends *uuid.UUID
+	// Erased is true once the lead's personal data was erased: Lead and
+	// Enrichment are empty, and no downstream call may be made for it.
+	Erased bool
 }
 
 const leadColumns = `
@@ -56,7 +59,8 @@ const leadColumns = `
     coalesce((SELECT sk.state IN ('processing', 'needs_reconciliation')
               FROM leads sl
               JOIN idempotency_keys sk ON sk.client_id = sl.client_id AND sk.key = sl.idempotency_key AND sk.lead_id = sl.id
-              WHERE sl.id = l.amends), false)`
+              WHERE sl.id = l.amends), false),
+    l.erased_at IS NOT NULL`
 
 // startRunSQL takes the next run of a lead and reads it, in one statement.
 const startRunSQL = `
@@ -81,7 +85,7 @@ func scanLead(row pgx.Row) (*Lead, error) {
 		&l.State.Enrichment, &l.State.EnrichmentFailures, &l.State.CRM, &l.State.CRMID,
 		&l.State.Notification, &l.State.NotificationFailures, &l.Run.Seq, &l.JobID,
 		&l.KeyState, &l.State.RefUsedBefore, &l.Amends, &l.State.Amendment, &l.State.CRMNotUpdated,
-		&l.State.SupersededUnfinished)
+		&l.State.SupersededUnfinished, &l.Erased)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -92,8 +96,10 @@ func scanLead(row pgx.Row) (*Lead, error) {
 	if len(enrichment) > 0 {
 		l.Enrichment = enrichment
 	}
-	if err := json.Unmarshal(submission, &l.Lead); err != nil {
-		return nil, fmt.Errorf("lead %s: submission: %w", l.ID, err)
+	if submission != nil {
+		if err := json.Unmarshal(submission, &l.Lead); err != nil {
+			return nil, fmt.Errorf("lead %s: submission: %w", l.ID, err)
+		}
 	}
 	return &l, nil
 }
@@ -130,8 +136,9 @@ func nullIfEmpty[S ~string](v S) *string {
 }
 
 // Save records the lead's state after a step (and the enrichment's answer,
-// when enrichment is not nil), in one statement. It returns ErrRunTaken when
-// a later run holds the lead.
+// when enrichment is not nil), in one statement; the worker saves before
+// every call. It returns ErrRunTaken when a later run holds the lead, and
+// ErrErased when its personal data was erased: either way the run stops.
 func (s *Store) Save(ctx context.Context, run Run, st lead.State, enrichment json.RawMessage) error {
 	var raw []byte
 	if enrichment != nil {
@@ -142,13 +149,17 @@ UPDATE leads
 SET enrichment_outcome = $3, enrichment = coalesce($4, enrichment), enrichment_failures = $5,
     crm_state = $6, crm_id = $7, notify_outcome = $8, notify_failures = $9, crm_not_updated = $10,
     updated_at = now()
-WHERE id = $1 AND run = $2`,
+WHERE id = $1 AND run = $2 AND erased_at IS NULL`,
 		run.LeadID, run.Seq, nullIfEmpty(st.Enrichment), raw, st.EnrichmentFailures,
 		st.CRM, nullIfEmpty(st.CRMID), nullIfEmpty(st.Notification), st.NotificationFailures, st.CRMNotUpdated)
 	if err != nil {
 		return fmt.Errorf("save lead %s: %w", run.LeadID, err)
 	}
 	if tag.RowsAffected() == 0 {
+		var erased bool
+		if err := s.db.QueryRow(ctx, `SELECT erased_at IS NOT NULL FROM leads WHERE id = $1`, run.LeadID).Scan(&erased); err == nil && erased {
+			return ErrErased
+		}
 		return ErrRunTaken
 	}
 	return nil

@@ -47,6 +47,9 @@ var (
 	// ErrRunTaken: a later run of the lead has started; this run's writes
 	// are refused, and it must stop.
 	ErrRunTaken = errors.New("a later run of the lead has started")
+	// ErrErased: the lead's personal data was erased; nothing more may be
+	// done for it.
+	ErrErased = errors.New("the lead's personal data was erased")
 )
 
 // DB is what the store runs statements on: a *pgxpool.Pool, or a pgx.Tx (in

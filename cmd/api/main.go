@@ -25,6 +25,7 @@ import (
 	"github.com/leadintake/leadintake/jobs"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/migrations"
+	"github.com/leadintake/leadintake/operator"
 	"github.com/leadintake/leadintake/store"
 )
 
@@ -46,6 +47,30 @@ type config struct {
 	RequestTimeout  time.Duration `env:"REQUEST_TIMEOUT" envDefault:"5s" desc:"bound on one request's database work; past it 503"`
 	JobMaxAttempts  int           `env:"JOB_MAX_ATTEMPTS" envDefault:"12" desc:"attempts of a lead job (set on each job the api enqueues)"`
 	MaxWait         time.Duration `env:"MAX_WAIT" envDefault:"30s" desc:"the longest a Prefer: wait request is held"`
+	Retention
+}
+
+// Retention is the personal-data environment both serving processes and
+// `api erase` read.
+type Retention struct {
+	PIIHashKey    string        `env:"PII_HASH_KEY,required" desc:"at least 32 bytes: keys every hash of personal data (the look-up of leads by email, the erasure record)"`
+	KeyRetention  time.Duration `env:"KEY_RETENTION" envDefault:"168h" desc:"how long a finished key is kept after it finished"`
+	LeadRetention time.Duration `env:"LEAD_RETENTION" envDefault:"720h" desc:"how long a finished lead keeps its personal data (at least KEY_RETENTION)"`
+}
+
+// validate checks the retentions and parses the hash key.
+func (r *Retention) validate() (lead.HashKey, error) {
+	switch {
+	case r.KeyRetention <= 0:
+		return nil, errors.New("KEY_RETENTION must be positive")
+	case r.LeadRetention < r.KeyRetention:
+		return nil, errors.New("LEAD_RETENTION must be at least KEY_RETENTION: a key that outlives its lead's data could be re-opened with nothing to send")
+	}
+	key, err := lead.ParseHashKey(r.PIIHashKey)
+	if err != nil {
+		return nil, fmt.Errorf("PII_HASH_KEY: %w", err)
+	}
+	return key, nil
 }
 
 func (c *config) validate() error {
@@ -61,6 +86,9 @@ func (c *config) validate() error {
 	case c.APIClients == "" && c.ClientsFile == "":
 		return errors.New("API_CLIENTS or CLIENTS_FILE is required")
 	}
+	if _, err := c.Retention.validate(); err != nil {
+		return err
+	}
 	return c.Common.Validate()
 }
 
@@ -71,28 +99,35 @@ type migrateConfig struct {
 	LogLevel    string `env:"LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
 }
 
-const usageHeader = `Usage: api [migrate]
+const usageHeader = `Usage: api [migrate | erase | keys]
 
   api           serve the HTTP API on API_ADDR and the admin listener on ADMIN_ADDR
   api migrate   apply every migration (River's and leadintake's) and exit
+  api erase --client ID --email ADDRESS [--json]
+                erase the personal data of the client's leads of that address
+  api keys list [--client ID] [--state STATE] [--older-than DURATION] [--json]
+  api keys show --client ID KEY [--json]
+  api keys settle --client ID KEY (--crm-id CRMID | --not-found) [--json]
+                list, show, and settle a key awaiting reconciliation
 
-Environment:
+Environment (of api; the commands read DATABASE_URL, PII_HASH_KEY, the
+retentions, API_CLIENTS and CLIENTS_FILE from it):
 `
 
 func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, stderr io.Writer) error {
-	cmd := ""
-	for _, a := range args[1:] {
-		switch {
+	if len(args) > 1 {
+		switch a := args[1]; {
 		case service.IsHelp(a):
 			return service.Usage(stdout, usageHeader, &config{})
-		case a == "migrate":
-			cmd = a
+		case a == "migrate" && len(args) == 2:
+			return runMigrate(ctx, lookup, stdout)
+		case a == "erase":
+			return runErase(ctx, args[2:], lookup, stdout)
+		case a == "keys":
+			return runKeys(ctx, args[2:], lookup, stdout)
 		default:
-			return fmt.Errorf("unknown argument %q (try -h)", a)
+			return &service.UsageError{Msg: fmt.Sprintf("unknown argument %q (try -h)", a)}
 		}
-	}
-	if cmd == "migrate" {
-		return runMigrate(ctx, lookup, stdout)
 	}
 
 	var cfg config
@@ -167,7 +202,12 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	}
 
 	st := store.New(p.Pool)
+	hashKey, _ := cfg.Retention.validate() // checked at start
 	p.Registry.MustRegister(intake.NewKeyStateCollector(st, p.Logger))
+	ops := &operator.Operator{
+		Store: st, River: riverClient, HashKey: hashKey, Callers: clients, KeyRetention: cfg.KeyRetention,
+		Erased: jobs.NewErasedCounter(p.Registry),
+	}
 	// Requests that ask to wait are woken by the finishing transactions'
 	// notifications, heard on one connection of this process.
 	waiters := intake.NewWaiters(intake.DefaultMaxWaiters)
@@ -190,13 +230,17 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 		Metrics:         intake.NewMetrics(p.Registry),
 		Waiters:         waiters,
 		MaxWait:         cfg.MaxWait,
+		HashKey:         hashKey,
 	})
 	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{
 		Gatherer:    p.Registry,
 		User:        cfg.AdminUser,
 		Password:    cfg.AdminPassword,
 		RiverClient: riverClient,
-		Logger:      p.Logger.With(slog.String("component", "riverui")),
+		Erase: func(ctx context.Context, clientID, email string) (int, error) {
+			return ops.Erase(ctx, clientID, email, store.ErasureByAdminAPI)
+		},
+		Logger: p.Logger.With(slog.String("component", "admin")),
 	})
 	if err != nil {
 		return p.Abort(err)

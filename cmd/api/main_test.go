@@ -19,6 +19,8 @@ import (
 
 func TestMain(m *testing.M) { testkit.Main(m) }
 
+const testPIIHashKey = "cmd-api-test-pii-hash-key-0123456789"
+
 // listenAddrs reads the log lines of a process until the one named msg, and
 // returns its addr and admin_addr.
 func listenAddrs(t *testing.T, logs io.Reader, msg string) (string, string) {
@@ -45,6 +47,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	env := service.MapEnv(map[string]string{
 		"DATABASE_URL": dbURL, "API_ADDR": "127.0.0.1:0", "ADMIN_ADDR": "127.0.0.1:0",
 		"API_CLIENTS": "local=" + hex.EncodeToString(sum[:]), "SHUTDOWN_TIMEOUT": "5s",
+		"PII_HASH_KEY": testPIIHashKey,
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	logs, w := io.Pipe()
@@ -106,8 +109,8 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 		want string
 	}{
 		{"MissingDatabase", map[string]string{"API_CLIENTS": "a=" + strings.Repeat("0", 64)}, "DATABASE_URL is required"},
-		{"BadDuration", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "API_CLIENTS": "a=" + strings.Repeat("0", 64), "REQUEST_TIMEOUT": "soon"}, "REQUEST_TIMEOUT: not a valid Duration"},
-		{"EmptyLogLevel", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "API_CLIENTS": "a=" + strings.Repeat("0", 64), "LOG_LEVEL": ""}, "LOG_LEVEL"},
+		{"BadDuration", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "PII_HASH_KEY": testPIIHashKey, "API_CLIENTS": "a=" + strings.Repeat("0", 64), "REQUEST_TIMEOUT": "soon"}, "REQUEST_TIMEOUT: not a valid Duration"},
+		{"EmptyLogLevel", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "PII_HASH_KEY": testPIIHashKey, "API_CLIENTS": "a=" + strings.Repeat("0", 64), "LOG_LEVEL": ""}, "LOG_LEVEL"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -123,7 +126,7 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 // default list.
 func TestAllowedSources(t *testing.T) {
 	t.Parallel()
-	base := map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "API_CLIENTS": "a=" + strings.Repeat("0", 64)}
+	base := map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "PII_HASH_KEY": testPIIHashKey, "API_CLIENTS": "a=" + strings.Repeat("0", 64)}
 	var cfg config
 	if err := service.Config(service.MapEnv(base), &cfg); err != nil {
 		t.Fatal(err)

@@ -88,6 +88,7 @@ func (s *stack) startAPI(ctx context.Context) error {
 		"DATABASE_URL=" + s.dbURL,
 		"API_ADDR=127.0.0.1:0",
 		"ADMIN_ADDR=127.0.0.1:0",
+		"PII_HASH_KEY=bench-pii-hash-key-0123456789abcdefghij",
 		"API_CLIENTS=" + benchClient + "=" + hex.EncodeToString(sum[:]),
 	})
 	if err != nil {
@@ -109,6 +110,7 @@ func (s *stack) startWorker(ctx context.Context) error {
 	p, err := system.Start(s.bins.Path("worker"), []string{
 		"DATABASE_URL=" + s.dbURL,
 		"ADMIN_ADDR=127.0.0.1:0",
+		"PII_HASH_KEY=bench-pii-hash-key-0123456789abcdefghij",
 		"ENRICHMENT_URL=" + s.fakeSrv.URL + "/enrichment",
 		"CRM_URL=" + s.fakeSrv.URL + "/crm",
 		"NOTIFY_URL=" + s.fakeSrv.URL + "/notify",

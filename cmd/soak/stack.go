@@ -23,6 +23,9 @@ import (
 // The two tenants of the soak; they share some keys.
 var clients = []string{"soak-a", "soak-b"}
 
+// piiHashKey is the PII_HASH_KEY of the processes of a soak.
+const piiHashKey = "PII_HASH_KEY=soak-pii-hash-key-0123456789abcdefghij"
+
 func tokenOf(client string) string { return "soak-token-of-" + client }
 
 // Worker and api settings: short back-off and time-outs so that faults are
@@ -109,7 +112,7 @@ func startStack(ctx context.Context, bins *system.Binaries, serverURL, crmMode s
 		entries = append(entries, c+"="+hex.EncodeToString(sum[:]))
 	}
 	s.api, err = system.Start(bins.Path("api"), append([]string{
-		"DATABASE_URL=" + proxiedURL, "API_ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0",
+		"DATABASE_URL=" + proxiedURL, "API_ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0", piiHashKey,
 		"API_CLIENTS=" + strings.Join(entries, ","), fmt.Sprintf("JOB_MAX_ATTEMPTS=%d", attempts),
 	}, apiEnv...))
 	if err != nil {
@@ -125,7 +128,7 @@ func startStack(ctx context.Context, bins *system.Binaries, serverURL, crmMode s
 
 	for range 2 {
 		w, err := system.Start(bins.Path("worker"), append([]string{
-			"DATABASE_URL=" + s.dbURL, "ADMIN_ADDR=127.0.0.1:0", "CRM_MODE=" + crmMode,
+			"DATABASE_URL=" + s.dbURL, "ADMIN_ADDR=127.0.0.1:0", "CRM_MODE=" + crmMode, piiHashKey,
 			"ENRICHMENT_URL=" + fakeURL + "/enrichment", "CRM_URL=" + fakeURL + "/crm", "NOTIFY_URL=" + fakeURL + "/notify",
 			fmt.Sprintf("JOB_MAX_ATTEMPTS=%d", attempts),
 		}, workerEnv...))

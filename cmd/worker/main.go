@@ -52,6 +52,8 @@ type config struct {
 	WorkerConcurrency  int           `env:"WORKER_CONCURRENCY" envDefault:"50" desc:"lead jobs worked at once by this process"`
 	SimulateDownstream bool          `env:"SIMULATE_DOWNSTREAM" envDefault:"false" desc:"make no downstream calls; derive deterministic stand-in results (demos)"`
 	ClientsFile        string        `env:"CLIENTS_FILE" desc:"path of the clients file: the worker reads the clients' callbacks from it; read again on SIGHUP"`
+	PIIHashKey         string        `env:"PII_HASH_KEY,required" desc:"at least 32 bytes: keys every hash of personal data (as the api's)"`
+	LeadRetention      time.Duration `env:"LEAD_RETENTION" envDefault:"720h" desc:"how long a finished lead keeps its personal data (at least KEY_RETENTION); the clean-up erases it then"`
 	CallbackMaxAge     time.Duration `env:"CALLBACK_MAX_AGE" envDefault:"24h" desc:"how long a callback delivery is retried"`
 }
 
@@ -88,6 +90,11 @@ func (c *config) validate() error {
 		return errors.New("JOB_MAX_ATTEMPTS must be at least 1")
 	case c.WorkerConcurrency < 1:
 		return errors.New("WORKER_CONCURRENCY must be at least 1")
+	case c.LeadRetention < c.KeyRetention:
+		return errors.New("LEAD_RETENTION must be at least KEY_RETENTION: a key that outlives its lead's data could be re-opened with nothing to send")
+	}
+	if _, err := lead.ParseHashKey(c.PIIHashKey); err != nil {
+		return fmt.Errorf("PII_HASH_KEY: %w", err)
 	}
 	return c.Common.Validate()
 }
@@ -105,7 +112,7 @@ func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, s
 		if service.IsHelp(args[1]) {
 			return service.Usage(stdout, usageHeader, &config{})
 		}
-		return fmt.Errorf("unknown argument %q (try -h)", args[1])
+		return &service.UsageError{Msg: fmt.Sprintf("unknown argument %q (try -h)", args[1])}
 	}
 	var cfg config
 	if err := service.Config(lookup, &cfg); err != nil {
@@ -165,7 +172,8 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 	}
 	metrics := jobs.NewMetrics(p.Registry)
 	jobsCfg := jobs.Config{
-		Store: store.New(p.Pool), Downstream: ds, CRMMode: lead.Mode(cfg.CRMMode), KeyRetention: cfg.KeyRetention,
+		Store: store.New(p.Pool), Downstream: ds, CRMMode: lead.Mode(cfg.CRMMode),
+		KeyRetention: cfg.KeyRetention, LeadRetention: cfg.LeadRetention,
 		Logger: p.Logger, Metrics: metrics, AwaitRecheck: cfg.ReconcileInterval,
 		Callers: clients, Callbacks: downstream.NewCallbacks(cfg.DownstreamTimeout, dmetrics), CallbackMaxAge: cfg.CallbackMaxAge,
 	}

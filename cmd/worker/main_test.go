@@ -24,6 +24,7 @@ func TestRunWorksUntilCancelled(t *testing.T) {
 	dbURL, _ := dbtest.New(t)
 	env := service.MapEnv(map[string]string{
 		"DATABASE_URL": dbURL, "ADMIN_ADDR": "127.0.0.1:0", "SIMULATE_DOWNSTREAM": "true", "SHUTDOWN_TIMEOUT": "5s",
+		"PII_HASH_KEY": "cmd-worker-test-pii-hash-key-0123456789",
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	logs, w := io.Pipe()
@@ -67,7 +68,8 @@ func TestRunWorksUntilCancelled(t *testing.T) {
 func TestRunRefusesBadConfiguration(t *testing.T) {
 	t.Parallel()
 	base := func(extra map[string]string) map[string]string {
-		m := map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "SIMULATE_DOWNSTREAM": "true"}
+		m := map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "SIMULATE_DOWNSTREAM": "true",
+			"PII_HASH_KEY": "cmd-worker-test-pii-hash-key-0123456789"}
 		for k, v := range extra {
 			m[k] = v
 		}
@@ -80,7 +82,9 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 	}{
 		{"RescueTooSoon", base(map[string]string{"JOB_TIMEOUT": "30s", "RESCUE_STUCK_AFTER": "35s"}), "RESCUE_STUCK_AFTER"},
 		{"UnknownMode", base(map[string]string{"CRM_MODE": "merge"}), "CRM_MODE"},
-		{"URLsWithoutSimulation", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x"}, "ENRICHMENT_URL"},
+		{"URLsWithoutSimulation", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "PII_HASH_KEY": "cmd-worker-test-pii-hash-key-0123456789"}, "ENRICHMENT_URL"},
+		{"ShortHashKey", base(map[string]string{"PII_HASH_KEY": "short"}), "PII_HASH_KEY"},
+		{"LeadRetentionBelowKeyRetention", base(map[string]string{"KEY_RETENTION": "168h", "LEAD_RETENTION": "24h"}), "LEAD_RETENTION"},
 		{"RelativeURL", base(map[string]string{"SIMULATE_DOWNSTREAM": "false", "ENRICHMENT_URL": "/e", "CRM_URL": "http://x/c", "NOTIFY_URL": "http://x/n"}), "ENRICHMENT_URL"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,12 +1,14 @@
 // Package admin is the operators' listener: Prometheus metrics on /metrics,
-// and River UI under /riverui/ behind HTTP basic auth, with cross-site
-// browser writes refused.
+// River UI under /riverui/ and erasures on request (POST /admin/erasures)
+// behind HTTP basic auth, with cross-site browser writes refused.
 package admin
 
 import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -16,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
+
+	"github.com/leadintake/leadintake/operator"
 )
 
 // RiverUIPrefix is where River UI is mounted.
@@ -30,7 +34,11 @@ type Opts struct {
 	User, Password string
 	// RiverClient is what River UI reads and acts through; nil serves no UI.
 	RiverClient *river.Client[pgx.Tx]
-	Logger      *slog.Logger
+	// Erase, when set (and User and Password too), serves POST
+	// /admin/erasures: it erases the personal data of the client's leads
+	// of one email address, and returns how many.
+	Erase  func(ctx context.Context, clientID, email string) (int, error)
+	Logger *slog.Logger
 }
 
 // NewHandler returns the admin handler. With River UI, ctx bounds the UI's
@@ -63,12 +71,55 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 		mux.Handle(RiverUIPrefix+"/", auth(ui))
 		mux.Handle(RiverUIPrefix, http.RedirectHandler(RiverUIPrefix+"/", http.StatusMovedPermanently))
 	}
+	if o.Erase != nil && o.User != "" && o.Password != "" {
+		mux.Handle("POST /admin/erasures", auth(handleErasure(o.Erase, logger)))
+	}
 	// A browser holding the operator's basic auth must not be steered into
 	// River UI's write API (cancel, retry, delete) by another site: unsafe
 	// methods that a browser marks cross-site, or whose Origin is another
 	// host, get 403. Clients that are not browsers send neither header and
 	// pass.
 	return http.NewCrossOriginProtection().Handler(mux), nil
+}
+
+// erasureRequest is the body of POST /admin/erasures.
+type erasureRequest struct {
+	ClientID string `json:"client_id"`
+	Email    string `json:"email"`
+}
+
+// handleErasure answers POST /admin/erasures {"client_id", "email"} with 200
+// {"erased": N}, N being 0 when nothing matched.
+func handleErasure(erase func(context.Context, string, string) (int, error), logger *slog.Logger) http.Handler {
+	fail := func(w http.ResponseWriter, status int, code, msg string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req erasureRequest
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil || req.ClientID == "" || req.Email == "" {
+			fail(w, http.StatusBadRequest, "invalid_json", `send {"client_id": "...", "email": "..."}`)
+			return
+		}
+		n, err := erase(r.Context(), req.ClientID, req.Email)
+		if errors.Is(err, operator.ErrBadEmail) {
+			fail(w, http.StatusUnprocessableEntity, "validation_failed", "email must be one address")
+			return
+		}
+		if err != nil {
+			logger.ErrorContext(r.Context(), "erasure failed", slog.String("client_id", req.ClientID), slog.String("error", err.Error()))
+			fail(w, http.StatusServiceUnavailable, "store_unavailable", "the erasure did not complete; nothing was erased; send it again")
+			return
+		}
+		// The address is not logged: the log would keep what the erasure
+		// removes.
+		logger.InfoContext(r.Context(), "erasure", slog.String("client_id", req.ClientID), slog.Int("erased", n))
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]int{"erased": n})
+	})
 }
 
 // basicAuth compares hashes of the credentials in constant time, so that

@@ -29,17 +29,36 @@ import (
 // first), its environment, and where it writes.
 type RunFunc func(ctx context.Context, args []string, lookup LookupEnv, stdout, stderr io.Writer) error
 
-// Main runs run for the process, and exits 1 with one line "name: error" on
-// stderr when it fails. SIGINT and SIGTERM cancel run's context.
+// Main runs run for the process. When it fails, Main exits with one line
+// "name: error" on stderr: with status 2 for a *UsageError (and its usage
+// after the line), 1 for any other error. SIGINT and SIGTERM cancel run's
+// context.
 func Main(name string, run RunFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args, os.LookupEnv, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
-		os.Exit(1)
+	if err == nil {
+		return
 	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	var usage *UsageError
+	if errors.As(err, &usage) {
+		if usage.Usage != "" {
+			fmt.Fprintf(os.Stderr, "usage: %s\n", usage.Usage)
+		}
+		os.Exit(2)
+	}
+	os.Exit(1)
 }
+
+// UsageError is a command used wrongly: bad or missing flags or
+// arguments. Main exits 2 for it, and prints Usage.
+type UsageError struct {
+	Msg   string
+	Usage string
+}
+
+func (e *UsageError) Error() string { return e.Msg }
 
 // IsHelp reports whether arg asks for the usage.
 func IsHelp(arg string) bool {

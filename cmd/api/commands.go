@@ -1,0 +1,305 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/leadintake/leadintake/callers"
+	"github.com/leadintake/leadintake/internal/service"
+	"github.com/leadintake/leadintake/operator"
+	"github.com/leadintake/leadintake/store"
+)
+
+// commandConfig is the environment of the operator commands.
+type commandConfig struct {
+	DatabaseURL string `env:"DATABASE_URL,required" desc:"PostgreSQL URL"`
+	APIClients  string `env:"API_CLIENTS" desc:"as for api: the clients"`
+	ClientsFile string `env:"CLIENTS_FILE" desc:"as for api: the clients file (an erasure announces the finishes it makes to the client's callback)"`
+	Retention
+}
+
+// operatorFor opens what the commands need: a pool, an insert-only River
+// client, the store. close releases them.
+func operatorFor(ctx context.Context, lookup service.LookupEnv) (op *operator.Operator, close func(), err error) {
+	var cfg commandConfig
+	if err := service.Config(lookup, &cfg); err != nil {
+		return nil, nil, fmt.Errorf("config: %w", err)
+	}
+	hashKey, err := cfg.Retention.validate()
+	if err != nil {
+		return nil, nil, fmt.Errorf("config: %w", err)
+	}
+	var holder *callers.Holder
+	if cfg.APIClients != "" || cfg.ClientsFile != "" {
+		set, err := callers.Source{APIClients: cfg.APIClients, Path: cfg.ClientsFile}.Load()
+		if err != nil {
+			return nil, nil, fmt.Errorf("config: %w", err)
+		}
+		holder = callers.NewHolder(set)
+	}
+	pool, err := service.OpenPool(ctx, cfg.DatabaseURL, service.PoolOpts{MaxConns: 4, ApplicationName: "leadintake-command"})
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{})
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("river client: %w", err)
+	}
+	return &operator.Operator{
+		Store: store.New(pool), River: client, HashKey: hashKey, Callers: holder, KeyRetention: cfg.KeyRetention,
+	}, pool.Close, nil
+}
+
+// parseArgs parses args with fs, flags before or after the positional
+// arguments, and returns the positional ones. A bad flag is a
+// *service.UsageError with usage; -h is flag.ErrHelp.
+func parseArgs(fs *flag.FlagSet, args []string, usage string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var positional []string
+	for {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		} else if err != nil {
+			return nil, &service.UsageError{Msg: err.Error(), Usage: usage}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+}
+
+// helped prints usage to stdout when err asked for it, and reports whether
+// it did.
+func helped(err error, stdout io.Writer, usage string) bool {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, "usage: "+usage)
+		return true
+	}
+	return false
+}
+
+// printJSON writes v as one indented JSON document.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+const eraseUsage = "api erase --client ID --email ADDRESS [--json]"
+
+// runErase is `api erase`: it erases the personal data of every lead of the
+// client with the address, at once, prints `erased N` (or {"erased": N}) and
+// exits 0, also when N is 0.
+func runErase(ctx context.Context, args []string, lookup service.LookupEnv, stdout io.Writer) error {
+	fs := flag.NewFlagSet("erase", flag.ContinueOnError)
+	clientID := fs.String("client", "", "the client whose leads to erase")
+	email := fs.String("email", "", "the email address, compared lower-cased whole")
+	asJSON := fs.Bool("json", false, "print {\"erased\": N}")
+	rest, err := parseArgs(fs, args, eraseUsage)
+	switch {
+	case helped(err, stdout, eraseUsage):
+		return nil
+	case err != nil:
+		return err
+	case len(rest) > 0:
+		return &service.UsageError{Msg: fmt.Sprintf("unexpected argument %q", rest[0]), Usage: eraseUsage}
+	case *clientID == "" || *email == "":
+		return &service.UsageError{Msg: "erase needs --client and --email", Usage: eraseUsage}
+	}
+	op, closeOp, err := operatorFor(ctx, lookup)
+	if err != nil {
+		return err
+	}
+	defer closeOp()
+	n, err := op.Erase(ctx, *clientID, *email, store.ErasureByCommand)
+	if errors.Is(err, operator.ErrBadEmail) {
+		return &service.UsageError{Msg: "--email: " + err.Error(), Usage: eraseUsage}
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		_, err = fmt.Fprintf(stdout, "{\"erased\": %d}\n", n)
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "erased %d\n", n)
+	return err
+}
+
+const keysUsage = `api keys list [--client ID] [--state STATE] [--older-than DURATION] [--limit N] [--json]
+       api keys show --client ID KEY [--json]
+       api keys settle --client ID KEY (--crm-id CRMID | --not-found) [--json]`
+
+// runKeys is `api keys list|show|settle`.
+func runKeys(ctx context.Context, args []string, lookup service.LookupEnv, stdout io.Writer) error {
+	if len(args) == 0 {
+		return &service.UsageError{Msg: "keys needs list, show or settle", Usage: keysUsage}
+	}
+	fs := flag.NewFlagSet("keys "+args[0], flag.ContinueOnError)
+	clientID := fs.String("client", "", "the client")
+	asJSON := fs.Bool("json", false, "print one JSON document")
+	switch args[0] {
+	case "list":
+		state := fs.String("state", "", "processing, needs_reconciliation, completed or failed")
+		olderThan := fs.Duration("older-than", 0, "keys created longer ago than this")
+		limit := fs.Int("limit", 100, "at most this many keys")
+		rest, err := parseArgs(fs, args[1:], keysUsage)
+		switch {
+		case helped(err, stdout, keysUsage):
+			return nil
+		case err != nil:
+			return err
+		case len(rest) > 0:
+			return &service.UsageError{Msg: fmt.Sprintf("unexpected argument %q", rest[0]), Usage: keysUsage}
+		case *state != "" && !validState(*state):
+			return &service.UsageError{Msg: fmt.Sprintf("--state %q is not a key state (%s)", *state, stateNames()), Usage: keysUsage}
+		case *limit < 1:
+			return &service.UsageError{Msg: "--limit must be at least 1", Usage: keysUsage}
+		}
+		op, closeOp, err := operatorFor(ctx, lookup)
+		if err != nil {
+			return err
+		}
+		defer closeOp()
+		keys, err := op.Store.ListKeys(ctx, store.KeyFilter{
+			ClientID: *clientID, State: store.KeyState(*state), OlderThan: *olderThan, Limit: *limit,
+		})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if keys == nil {
+				keys = []store.KeySummary{}
+			}
+			return printJSON(stdout, keys)
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "CLIENT\tKEY\tSTATE\tLEAD\tCREATED\tAGE")
+		for _, k := range keys {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ClientID, k.Key, k.State, k.LeadID,
+				k.CreatedAt.UTC().Format(time.RFC3339), time.Since(k.CreatedAt).Round(time.Second))
+		}
+		return tw.Flush()
+
+	case "show", "settle":
+		crmID := fs.String("crm-id", "", "settle: the CRM record the operator found")
+		notFound := fs.Bool("not-found", false, "settle: the operator confirmed there is no record")
+		rest, err := parseArgs(fs, args[1:], keysUsage)
+		switch {
+		case helped(err, stdout, keysUsage):
+			return nil
+		case err != nil:
+			return err
+		case len(rest) != 1:
+			return &service.UsageError{Msg: args[0] + " needs one KEY", Usage: keysUsage}
+		case *clientID == "":
+			return &service.UsageError{Msg: args[0] + " needs --client", Usage: keysUsage}
+		case args[0] == "settle" && (*crmID == "") == !*notFound:
+			return &service.UsageError{Msg: "settle needs --crm-id CRMID or --not-found, one of the two", Usage: keysUsage}
+		case args[0] == "show" && (*crmID != "" || *notFound):
+			return &service.UsageError{Msg: "--crm-id and --not-found are for settle", Usage: keysUsage}
+		}
+		key := rest[0]
+		op, closeOp, err := operatorFor(ctx, lookup)
+		if err != nil {
+			return err
+		}
+		defer closeOp()
+		if args[0] == "settle" {
+			if err := op.Settle(ctx, *clientID, key, !*notFound, *crmID); err != nil {
+				return notFoundAsError(err)
+			}
+		}
+		report, err := op.Show(ctx, *clientID, key)
+		if err != nil {
+			return notFoundAsError(err)
+		}
+		if *asJSON {
+			return printJSON(stdout, report)
+		}
+		return printReport(stdout, report)
+	}
+	return &service.UsageError{Msg: fmt.Sprintf("unknown keys command %q", args[0]), Usage: keysUsage}
+}
+
+func notFoundAsError(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return errors.New("no such key for that client (or it expired)")
+	}
+	return err
+}
+
+func stateNames() string {
+	names := make([]string, len(store.KeyStates))
+	for i, st := range store.KeyStates {
+		names[i] = string(st)
+	}
+	return strings.Join(names, ", ")
+}
+
+func validState(s string) bool {
+	for _, st := range store.KeyStates {
+		if string(st) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// printReport prints a key for people, one field a line.
+func printReport(w io.Writer, r *operator.KeyReport) error {
+	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
+	line := func(name, value string) { fmt.Fprintf(tw, "%s\t%s\n", name, value) }
+	opt := func(p *string) string {
+		if p == nil {
+			return "-"
+		}
+		return *p
+	}
+	when := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	line("client", r.ClientID)
+	line("key", r.Key)
+	line("state", string(r.State))
+	line("lead", r.LeadID.String())
+	line("external ref", r.ExternalRef)
+	line("created", r.CreatedAt.UTC().Format(time.RFC3339))
+	line("updated", r.UpdatedAt.UTC().Format(time.RFC3339))
+	line("finished", when(r.FinishedAt))
+	line("expires", when(r.ExpiresAt))
+	if r.ResponseStatus != nil {
+		line("response", fmt.Sprintf("%d %s", *r.ResponseStatus, opt(r.FailureCode)))
+	}
+	line("enrichment", cmp.Or(string(r.Enrichment), "pending"))
+	line("crm", strings.TrimSpace(string(r.CRM)+" "+r.CRMID))
+	line("notification", cmp.Or(string(r.Notification), "pending"))
+	line("supersedes", opt(r.Supersedes))
+	line("superseded by", opt(r.SupersededBy))
+	line("erased", when(r.ErasedAt))
+	if r.JobID != nil {
+		line("job", fmt.Sprintf("%d %s, %d attempts", *r.JobID, r.JobState, r.Attempts))
+	}
+	if r.LastError != "" {
+		line("last error", r.LastError)
+	}
+	return tw.Flush()
+}

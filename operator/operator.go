@@ -1,0 +1,155 @@
+// Package operator is what an operator does to keys and leads, whether from
+// the command line (`api erase`, `api keys`) or the admin listener (POST
+// /admin/erasures): erase a person's leads, list and show keys, and settle a
+// key awaiting reconciliation. It goes through the same store and the same
+// state machine as the worker: a settle is lead.Settle and store.Resume, as
+// the reconciler's.
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+
+	"github.com/leadintake/leadintake/callers"
+	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
+)
+
+// Operator acts on keys and leads. Its River client may be insert-only.
+type Operator struct {
+	Store *store.Store
+	River *river.Client[pgx.Tx]
+	// HashKey keys the email's hash that finds a person's leads.
+	HashKey lead.HashKey
+	// Callers tell which clients have a callback (the finishes an erasure
+	// makes are announced); nil for none.
+	Callers *callers.Holder
+	// KeyRetention is how long the keys an erasure finishes are kept.
+	KeyRetention time.Duration
+	// Erased counts the leads erased on request; may be nil.
+	Erased *prometheus.CounterVec
+}
+
+// ErrBadEmail is returned by Erase for an address that is not one.
+var ErrBadEmail = errors.New("want one email address")
+
+// Erase erases the personal data of every lead of clientID whose email is
+// email (lower-cased, whole), at once, and returns how many; via says how
+// it was asked for (store.ErasureByCommand, store.ErasureByAdminAPI). Leads
+// not yet finished are finished as failed, 422 erased, their callbacks
+// enqueued and the amendments waiting for them woken.
+func (o *Operator) Erase(ctx context.Context, clientID, email, via string) (int, error) {
+	email = strings.TrimSpace(email)
+	if email == "" || strings.ContainsAny(email, " \t\r\n") || !strings.Contains(email, "@") {
+		return 0, ErrBadEmail
+	}
+	p := &store.EraseParams{
+		ClientID: clientID, EmailHMAC: o.HashKey.Email(email), Via: via, Retention: o.KeyRetention,
+	}
+	if o.Callers != nil {
+		if c, ok := o.Callers.Set().Client(clientID); ok && c.Callback != nil {
+			p.Callback = true
+		}
+	}
+	erased, err := o.Store.Erase(ctx, p, func(tx pgx.Tx, e *store.Erased) error {
+		for _, id := range e.Callbacks {
+			if _, err := o.River.InsertTx(ctx, tx, jobs.DeliverCallbackArgs{CallbackID: id}, nil); err != nil {
+				return fmt.Errorf("enqueue callback: %w", err)
+			}
+		}
+		for _, id := range e.WakeJobIDs {
+			if _, err := o.River.JobRetryTx(ctx, tx, id); err != nil && !errors.Is(err, river.ErrNotFound) {
+				return fmt.Errorf("wake amendment: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if o.Erased != nil {
+		o.Erased.WithLabelValues("request").Add(float64(erased.Count))
+	}
+	return erased.Count, nil
+}
+
+// ErrState is returned by Settle for a key that does not await
+// reconciliation (any more): nothing changed.
+type ErrState struct{ State store.KeyState }
+
+func (e *ErrState) Error() string {
+	return fmt.Sprintf("the key is %s, not needs_reconciliation: nothing changed", e.State)
+}
+
+// Settle settles a key awaiting reconciliation with what the operator
+// found in the CRM: the record (crmID, the lead resumes at its
+// notification) or, with found false, none (the lead resumes at its CRM
+// step and is posted again). Against the reconciler, one of the two wins;
+// a key in another state changes nothing and gives *ErrState.
+func (o *Operator) Settle(ctx context.Context, clientID, key string, found bool, crmID string) error {
+	d, err := o.Store.ShowKey(ctx, clientID, key)
+	if err != nil {
+		return err
+	}
+	l, err := o.Store.LoadLead(ctx, d.LeadID)
+	if err != nil {
+		return err
+	}
+	if l.KeyState != store.KeyNeedsReconciliation {
+		return &ErrState{State: l.KeyState}
+	}
+	resumed, err := o.Store.Resume(ctx, l.Run, lead.Settle(l.State, found, crmID), jobs.Enqueuer(o.River))
+	if err != nil {
+		return err
+	}
+	if !resumed {
+		now, err := o.Store.ShowKey(ctx, clientID, key)
+		if err != nil {
+			return err
+		}
+		return &ErrState{State: now.State}
+	}
+	return nil
+}
+
+// Show returns a key with its lead, and, when its job is known to River,
+// the job's attempts and last error.
+func (o *Operator) Show(ctx context.Context, clientID, key string) (*KeyReport, error) {
+	d, err := o.Store.ShowKey(ctx, clientID, key)
+	if err != nil {
+		return nil, err
+	}
+	r := &KeyReport{KeyDetail: *d}
+	if d.JobID != nil {
+		job, err := o.River.JobGet(ctx, *d.JobID)
+		switch {
+		case errors.Is(err, river.ErrNotFound):
+		case err != nil:
+			return nil, err
+		default:
+			r.JobState = string(job.State)
+			r.Attempts = job.Attempt
+			if n := len(job.Errors); n > 0 {
+				r.LastError = job.Errors[n-1].Error
+			}
+		}
+	}
+	return r, nil
+}
+
+// KeyReport is what `api keys show` reports of a key: no personal data
+// (downstream errors name the target and the status, never a body).
+type KeyReport struct {
+	store.KeyDetail
+	JobState  string `json:"job_state,omitempty"`
+	Attempts  int    `json:"attempts"`
+	LastError string `json:"last_error,omitempty"`
+}

@@ -1,0 +1,270 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leadintake/leadintake/internal/dbtest"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/store"
+)
+
+var hashKey = lead.HashKey("store-test-pii-hash-key-0123456789")
+
+// claimedAs claims a new key for body with its email's HMAC, and returns
+// its lead.
+func claimedAs(t *testing.T, s *store.Store, body string) *store.Lead {
+	t.Helper()
+	var jobs atomic.Int64
+	p := claimParams(t, body, &jobs)
+	p.EmailHMAC = hashKey.Email(p.Payload.Lead.Email)
+	res := claim(t, s, p)
+	l, err := s.LoadLead(t.Context(), res.LeadID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestErase(t *testing.T) {
+	t.Parallel()
+	const (
+		ada   = `{"email":"Ada@Example.com","source":"website","name":"Ada","phone":"+44 1","message":"hello"}`
+		other = `{"email":"grace@example.com","source":"website"}`
+	)
+
+	t.Run("ErasesEveryLeadOfTheAddress", func(t *testing.T) {
+		t.Parallel()
+		s := store.New(dbtest.Tx(t))
+		unfinished := claimedAs(t, s, ada)
+		finished := claimedAs(t, s, ada)
+		kept := claimedAs(t, s, other)
+		run, err := s.StartRun(t.Context(), finished.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := completed(run)
+		if _, err := s.Finish(t.Context(), run.Run, done, nil); err != nil {
+			t.Fatal(err)
+		}
+
+		// Another spelling of the same address: lower-cased whole.
+		erased, err := s.Erase(t.Context(), &store.EraseParams{
+			ClientID: "a", EmailHMAC: hashKey.Email("ada@EXAMPLE.com"), Via: store.ErasureByCommand, Retention: time.Hour,
+			Callback: true,
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if erased.Count != 2 || len(erased.Callbacks) != 1 {
+			t.Fatalf("erased %+v, want 2 leads and the callback of the one it finished", erased)
+		}
+		for _, l := range []*store.Lead{unfinished, finished} {
+			got, err := s.LoadLead(t.Context(), l.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.Erased || got.Lead.Email != "" || got.Enrichment != nil {
+				t.Errorf("lead %s after the erasure: %+v", l.ID, got)
+			}
+		}
+		op, err := s.Operation(t.Context(), "a", unfinished.Key)
+		if err != nil || op.State != store.KeyFailed || op.Response.Status != 422 {
+			t.Fatalf("the unfinished key after the erasure: %+v %v", op, err)
+		}
+		var body struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		if err := json.Unmarshal(op.Response.Body, &body); err != nil || body.Error.Code != "erased" {
+			t.Errorf("its response %s", op.Response.Body)
+		}
+		op, _ = s.Operation(t.Context(), "a", finished.Key)
+		if string(op.Response.Body) != string(done.Response.Body) {
+			t.Errorf("a finished key's response changed: %s", op.Response.Body)
+		}
+		if got, _ := s.LoadLead(t.Context(), kept.ID); got.Erased || got.Lead.Email != "grace@example.com" {
+			t.Errorf("another address's lead was erased: %+v", got)
+		}
+		// A later run stops at its first step.
+		if err := s.Save(t.Context(), run.Run, run.State, nil); err == nil {
+			t.Error("a run saved a step of an erased lead")
+		}
+		records, err := s.Erasures(t.Context(), "a", hashKey.Email("ada@example.com"))
+		if err != nil || len(records) != 1 || records[0].Erased != 2 || records[0].Via != store.ErasureByCommand {
+			t.Errorf("erasure records %+v %v", records, err)
+		}
+	})
+
+	t.Run("RecordsRequestsThatMatchNothing", func(t *testing.T) {
+		t.Parallel()
+		s := store.New(dbtest.Tx(t))
+		claimedAs(t, s, ada)
+		for _, client := range []string{"b", "a"} {
+			email := "nobody@example.com"
+			if client == "b" {
+				email = "ada@example.com" // another client's address is another person's
+			}
+			erased, err := s.Erase(t.Context(), &store.EraseParams{ClientID: client, EmailHMAC: hashKey.Email(email), Via: store.ErasureByAdminAPI}, nil)
+			if err != nil || erased.Count != 0 {
+				t.Fatalf("erase: %+v %v", erased, err)
+			}
+			if records, _ := s.Erasures(t.Context(), client, hashKey.Email(email)); len(records) != 1 {
+				t.Errorf("%d records of a request that matched nothing, want 1", len(records))
+			}
+		}
+	})
+
+	t.Run("RetentionErasesFinishedLeads", func(t *testing.T) {
+		t.Parallel()
+		tx := dbtest.Tx(t)
+		s := store.New(tx)
+		old, recent, open := claimedAs(t, s, ada), claimedAs(t, s, ada), claimedAs(t, s, other)
+		for _, l := range []*store.Lead{old, recent} {
+			run, err := s.StartRun(t.Context(), l.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Finish(t.Context(), run.Run, completed(run), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := tx.Exec(context.Background(), `UPDATE leads SET finished_at = now() - interval '31 days' WHERE id = $1`, old.ID); err != nil {
+			t.Fatal(err)
+		}
+		n, err := s.EraseFinishedBefore(t.Context(), time.Now().Add(-30*24*time.Hour), 100)
+		if err != nil || n != 1 {
+			t.Fatalf("erased %d, %v; want the one lead past its retention", n, err)
+		}
+		for l, want := range map[*store.Lead]bool{old: true, recent: false, open: false} {
+			if got, _ := s.LoadLead(t.Context(), l.ID); got.Erased != want {
+				t.Errorf("lead erased %t, want %t", got.Erased, want)
+			}
+		}
+	})
+}
+
+// An erasure racing a retry of the same key, a key that failed on
+// transient downstream failures (the retry re-opens it unless its lead is
+// erased). The lead's row is held by the test while both queue for it, in
+// either order. Erasure first: the re-open finds the lead erased, and the
+// retry replays the stored answer. Retry first: the erasure finds the key
+// re-opened, and finishes it as erased. Either way no key is left
+// processing with an erased lead.
+func TestErasureRacesARetry(t *testing.T) {
+	t.Parallel()
+	const ada = `{"email":"ada@example.com","source":"website","name":"Ada"}`
+
+	for _, eraseFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ErasureFirst", false: "RetryFirst"}[eraseFirst], func(t *testing.T) {
+			t.Parallel()
+			_, pool := dbtest.New(t)
+			s := store.New(pool)
+			var jobs atomic.Int64
+			p := claimParams(t, ada, &jobs)
+			p.EmailHMAC = hashKey.Email("ada@example.com")
+			first := claim(t, s, p)
+			run, err := s.StartRun(t.Context(), first.LeadID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Finish(t.Context(), run.Run, &store.Finish{
+				KeyState: store.KeyFailed, FailureCode: response.CodeDownstreamUnavailable, Retention: time.Hour,
+				Response: response.NewFailed(run.ID.String(), response.CodeDownstreamUnavailable, "x"), State: run.State,
+			}, nil); err != nil {
+				t.Fatal(err)
+			}
+
+			// The test holds the lead's row.
+			hold, err := pool.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hold.Rollback(context.WithoutCancel(t.Context()))
+			if _, err := hold.Exec(t.Context(), `SELECT FROM leads WHERE id = $1 FOR UPDATE`, first.LeadID); err != nil {
+				t.Fatal(err)
+			}
+			waiting := func(n int) {
+				t.Helper()
+				testkit.Eventually(t, fmt.Sprintf("%d transactions waiting for a lock", n), func() bool {
+					var got int
+					err := pool.QueryRow(t.Context(), `
+SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&got)
+					return err == nil && got == n
+				})
+			}
+			type result struct {
+				erased *store.Erased
+				retry  *store.ClaimResult
+				err    error
+			}
+			results := make(chan result, 2)
+			erase := func() {
+				e, err := s.Erase(t.Context(), &store.EraseParams{
+					ClientID: "a", EmailHMAC: p.EmailHMAC, Via: store.ErasureByCommand, Retention: time.Hour,
+				}, nil)
+				results <- result{erased: e, err: err}
+			}
+			retry := func() {
+				r, err := s.Claim(t.Context(), p)
+				results <- result{retry: r, err: err}
+			}
+			if eraseFirst {
+				go erase()
+				waiting(1)
+				go retry()
+			} else {
+				go retry()
+				waiting(1)
+				go erase()
+			}
+			waiting(2)
+			if err := hold.Rollback(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			var erased *store.Erased
+			var retried *store.ClaimResult
+			for range 2 {
+				r := <-results
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				if r.erased != nil {
+					erased = r.erased
+				} else {
+					retried = r.retry
+				}
+			}
+
+			if erased.Count != 1 {
+				t.Errorf("erased %d leads, want 1", erased.Count)
+			}
+			op, err := s.Operation(t.Context(), "a", p.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := s.LoadLead(t.Context(), first.LeadID)
+			if err != nil || !l.Erased {
+				t.Fatalf("the lead after both: %+v %v", l, err)
+			}
+			wantOutcome, wantStatus := store.OutcomeReplayed, response.CodeDownstreamUnavailable.Status()
+			if !eraseFirst {
+				wantOutcome, wantStatus = store.OutcomeReopened, http.StatusUnprocessableEntity
+			}
+			if retried.Outcome != wantOutcome || op.State != store.KeyFailed || op.Response.Status != wantStatus {
+				t.Errorf("retry %s, key %s %d; want %s and a failed key with %d",
+					retried.Outcome, op.State, op.Response.Status, wantOutcome, wantStatus)
+			}
+			// The replay's answer is the stored one, whatever the order.
+			if again := claim(t, s, p); again.Outcome != store.OutcomeReplayed || again.Response.Status != wantStatus {
+				t.Errorf("a later retry: %s %d, want replayed %d", again.Outcome, again.Response.Status, wantStatus)
+			}
+		})
+	}
+}

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leadintake/leadintake/lead"
+)
+
+// KeyFilter selects keys for an operator.
+type KeyFilter struct {
+	// ClientID and State select one client's keys, and keys in one state;
+	// empty for any.
+	ClientID string
+	State    KeyState
+	// OlderThan selects keys created longer ago than this; zero for any.
+	OlderThan time.Duration
+	// Limit bounds the keys returned; default 100.
+	Limit int
+}
+
+// KeySummary is one key, as an operator lists it.
+type KeySummary struct {
+	ClientID  string     `json:"client_id"`
+	Key       string     `json:"key"`
+	State     KeyState   `json:"state"`
+	LeadID    uuid.UUID  `json:"lead_id"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// ListKeys returns the keys f selects, oldest first; expired keys are left
+// out.
+func (s *Store) ListKeys(ctx context.Context, f KeyFilter) ([]KeySummary, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	rows, err := s.db.Query(ctx, `
+SELECT client_id, key, state, lead_id, created_at, updated_at, expires_at
+FROM idempotency_keys
+WHERE ($1 = '' OR client_id = $1) AND ($2 = '' OR state = $2)
+  AND created_at < now() - $3::interval
+  AND (expires_at IS NULL OR expires_at > now())
+ORDER BY created_at, client_id, key
+LIMIT $4`, f.ClientID, string(f.State), f.OlderThan, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[KeySummary])
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	return keys, nil
+}
+
+// KeyDetail is one key and its lead as an operator reads it: states, ids,
+// times and steps; no personal data.
+type KeyDetail struct {
+	KeySummary
+	FinishedAt     *time.Time        `json:"finished_at"`
+	ResponseStatus *int              `json:"response_status"`
+	FailureCode    *string           `json:"failure_code"`
+	Supersedes     *string           `json:"supersedes"`
+	SupersededBy   *string           `json:"superseded_by"`
+	ExternalRef    string            `json:"external_ref"`
+	Enrichment     lead.Enrichment   `json:"enrichment"`
+	CRM            lead.CRM          `json:"crm"`
+	CRMID          string            `json:"crm_id"`
+	Notification   lead.Notification `json:"notification"`
+	Run            int32             `json:"run"`
+	JobID          *int64            `json:"job_id"`
+	ErasedAt       *time.Time        `json:"erased_at"`
+}
+
+// ShowKey returns the client's key with its lead; ErrNotFound when there is
+// none (or it expired).
+func (s *Store) ShowKey(ctx context.Context, clientID, key string) (*KeyDetail, error) {
+	var (
+		d      KeyDetail
+		status *int16
+	)
+	err := s.db.QueryRow(ctx, `
+SELECT k.client_id, k.key, k.state, k.lead_id, k.created_at, k.updated_at, k.expires_at,
+       k.finished_at, k.response_status, k.failure_code, k.supersedes, k.superseded_by,
+       l.external_ref, coalesce(l.enrichment_outcome, ''), l.crm_state, coalesce(l.crm_id, ''),
+       coalesce(l.notify_outcome, ''), l.run, l.job_id, l.erased_at
+FROM idempotency_keys k
+JOIN leads l ON l.id = k.lead_id
+WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`,
+		clientID, key).Scan(&d.ClientID, &d.Key, &d.State, &d.LeadID, &d.CreatedAt, &d.UpdatedAt, &d.ExpiresAt,
+		&d.FinishedAt, &status, &d.FailureCode, &d.Supersedes, &d.SupersededBy,
+		&d.ExternalRef, &d.Enrichment, &d.CRM, &d.CRMID, &d.Notification, &d.Run, &d.JobID, &d.ErasedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("show key: %w", err)
+	}
+	if status != nil {
+		st := int(*status)
+		d.ResponseStatus = &st
+	}
+	return &d, nil
+}
