@@ -21,8 +21,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
@@ -30,6 +32,7 @@ import (
 	verrors "github.com/pb33f/libopenapi-validator/errors"
 	"github.com/pb33f/libopenapi-validator/helpers"
 	"github.com/pb33f/libopenapi-validator/responses"
+	"github.com/pb33f/libopenapi/datamodel/high/base"
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 )
 
@@ -44,6 +47,10 @@ const (
 // Checker checks requests and responses against one description. It is safe
 // for concurrent use.
 type Checker struct {
+	// mu serialises checks: the validator renders schemas lazily, writing
+	// to the shared model as it does (libopenapi v0.42), and its strict
+	// mode keeps unguarded caches.
+	mu      sync.Mutex
 	v       validator.Validator
 	model   *v3.Document
 	version float32
@@ -69,8 +76,10 @@ func New(doc []byte) (*Checker, error) {
 	}
 	// Strict mode: what the description does not declare is a mismatch,
 	// also where JSON Schema would let it through (an undeclared response
-	// header, a member of an open object).
-	opts := []config.Option{config.WithStrictMode()}
+	// header, a member of an open object). The members of a map (an object
+	// whose additionalProperties is a schema) are declared by that schema,
+	// which strict mode does not see: they are left to JSON Schema.
+	opts := []config.Option{config.WithStrictMode(), config.WithStrictIgnorePaths(mapPaths(&m.Model)...)}
 	v, errs := validator.NewValidator(d, opts...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("apicheck: validator: %w", errors.Join(errs...))
@@ -99,6 +108,8 @@ func New(doc []byte) (*Checker, error) {
 // body was respBody (both may be nil for none; the bodies of req and resp
 // are not read). It returns nil when they match the description.
 func (c *Checker) Check(req *http.Request, reqBody []byte, resp *http.Response, respBody []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	vreq := req.Clone(req.Context())
 	vreq.Body = io.NopCloser(bytes.NewReader(reqBody))
 	vreq.ContentLength = int64(len(reqBody))
@@ -183,6 +194,86 @@ func (c *Checker) checkUnrouted(req *http.Request, resp *http.Response, body []b
 		errs = append(errs, berrs...)
 	}
 	return errs
+}
+
+// mapPaths returns strict mode's ignore patterns for the members of every
+// map in a request or response body of doc: "$.body.utm.*" for a member
+// "utm" whose additionalProperties is a schema.
+func mapPaths(doc *v3.Document) []string {
+	seen := map[string]bool{}
+	var walk func(s *base.Schema, path string, depth int)
+	walk = func(s *base.Schema, path string, depth int) {
+		// The depth bounds recursive schemas.
+		if s == nil || depth > 12 {
+			return
+		}
+		if s.AdditionalProperties != nil && s.AdditionalProperties.IsA() {
+			seen[path+".*"] = true  // member names in dot notation
+			seen[path+"[**"] = true // and in bracket notation ("a.b")
+		}
+		if s.Properties != nil {
+			for name, p := range s.Properties.FromOldest() {
+				// Strict mode writes such names in bracket notation;
+				// no map of this API hides behind one.
+				if !strings.ContainsAny(name, ".[]*") {
+					walk(p.Schema(), path+"."+name, depth+1)
+				}
+			}
+		}
+		for _, group := range [][]*base.SchemaProxy{s.AllOf, s.AnyOf, s.OneOf} {
+			for _, p := range group {
+				walk(p.Schema(), path, depth+1)
+			}
+		}
+		if s.Items != nil && s.Items.IsA() {
+			walk(s.Items.A.Schema(), path+"[*]", depth+1)
+		}
+	}
+	var bodies []*v3.MediaType
+	addResponses := func(rs *v3.Responses) {
+		if rs == nil || rs.Codes == nil {
+			return
+		}
+		for _, r := range rs.Codes.FromOldest() {
+			if r.Content != nil {
+				for _, mt := range r.Content.FromOldest() {
+					bodies = append(bodies, mt)
+				}
+			}
+		}
+	}
+	if doc.Paths != nil && doc.Paths.PathItems != nil {
+		for _, item := range doc.Paths.PathItems.FromOldest() {
+			for _, op := range item.GetOperations().FromOldest() {
+				if op.RequestBody != nil && op.RequestBody.Content != nil {
+					for _, mt := range op.RequestBody.Content.FromOldest() {
+						bodies = append(bodies, mt)
+					}
+				}
+				addResponses(op.Responses)
+			}
+		}
+	}
+	if doc.Components != nil && doc.Components.Responses != nil {
+		for _, r := range doc.Components.Responses.FromOldest() {
+			if r.Content != nil {
+				for _, mt := range r.Content.FromOldest() {
+					bodies = append(bodies, mt)
+				}
+			}
+		}
+	}
+	for _, mt := range bodies {
+		if mt.Schema != nil {
+			walk(mt.Schema.Schema(), "$.body", 0)
+		}
+	}
+	paths := make([]string, 0, len(seen))
+	for p := range seen {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	return paths
 }
 
 func isPublishableKey(authorization string) bool {

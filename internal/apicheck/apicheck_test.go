@@ -61,15 +61,17 @@ func serve(t *testing.T, c *apicheck.Checker, h http.HandlerFunc) (*httptest.Ser
 // created answers POST /things as documented: 201, Location, X-Request-Id,
 // and the thing, named after the request's body.
 func created(w http.ResponseWriter, r *http.Request) {
-	var thing struct {
-		Name string `json:"name"`
-	}
+	thing := struct {
+		ID     int               `json:"id"`
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels,omitempty"`
+	}{ID: 1}
 	_ = json.NewDecoder(r.Body).Decode(&thing)
 	w.Header().Set("X-Request-Id", "req-1")
 	w.Header().Set("Location", "/things/1")
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
-	fmt.Fprintf(w, `{"id":1,"name":%q}`, thing.Name)
+	_ = json.NewEncoder(w).Encode(thing)
 }
 
 func refuse(status int, code string) http.HandlerFunc {
@@ -139,8 +141,8 @@ func requireNothingReported(t *testing.T, r *reports) {
 func TestConformingExchangePasses(t *testing.T) {
 	t.Parallel()
 	srv, client, r := serve(t, newChecker(t), created)
-	resp, body := post(t, client, srv.URL+"/things", `{"name":"box"}`)
-	if resp.StatusCode != http.StatusCreated || body != `{"id":1,"name":"box"}` {
+	resp, body := post(t, client, srv.URL+"/things", `{"name":"box","labels":{"colour":"red","a.b":"c"}}`)
+	if resp.StatusCode != http.StatusCreated || body != `{"id":1,"name":"box","labels":{"a.b":"c","colour":"red"}}`+"\n" {
 		t.Fatalf("the caller got %d %s: the request or response body was lost on the way", resp.StatusCode, body)
 	}
 	requireNothingReported(t, r)
@@ -349,7 +351,8 @@ func TestConcurrentUse(t *testing.T) {
 			if i%4 == 0 {
 				name = strings.Repeat("x", 11) // accepted though too long
 			}
-			req, err := http.NewRequest(http.MethodPost, srv.URL+"/things", strings.NewReader(`{"name":"`+name+`"}`))
+			body := fmt.Sprintf(`{"name":%q,"labels":{"n":"%d"}}`, name, i)
+			req, err := http.NewRequest(http.MethodPost, srv.URL+"/things", strings.NewReader(body))
 			if err != nil {
 				t.Error(err)
 				return
