@@ -151,7 +151,8 @@ func (c *Checker) checkUnrouted(req *http.Request, resp *http.Response, body []b
 	switch {
 	case resp.StatusCode == http.StatusNotFound && pathMissing:
 		name = respNotFound
-	case resp.StatusCode == http.StatusMethodNotAllowed:
+	case resp.StatusCode == http.StatusMethodNotAllowed && (!pathMissing || !standardMethods[req.Method]):
+		// A method the path lacks, or one no path takes.
 		name = respMethodNotAllowed
 	case resp.StatusCode == http.StatusForbidden && req.Method == http.MethodOptions:
 		name = respPreflight
@@ -165,7 +166,7 @@ func (c *Checker) checkUnrouted(req *http.Request, resp *http.Response, body []b
 		return []*verrors.ValidationError{{
 			ValidationType: helpers.ResponseBodyValidation,
 			Message:        fmt.Sprintf("status %d for a %s the description lacks", resp.StatusCode, what),
-			Reason:         "want 404 not_found for an unknown path, 405 method_not_allowed for an unknown method, 403 for a publishable key or a preflight",
+			Reason:         "want 404 not_found for an unknown path, 405 method_not_allowed for a method the path lacks or a non-standard method, 403 for a publishable key or a preflight",
 		}}
 	}
 	r := c.unrouted[name]
@@ -274,6 +275,13 @@ func mapPaths(doc *v3.Document) []string {
 	}
 	slices.Sort(paths)
 	return paths
+}
+
+// standardMethods are the methods an unknown path answers with 404; any
+// other is refused with 405 whatever the path.
+var standardMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
 }
 
 func isPublishableKey(authorization string) bool {

@@ -269,6 +269,20 @@ func TestUnroutedRequests(t *testing.T) {
 		send(t, client, get(srv.URL+"/things"))
 		requireNothingReported(t, r)
 	})
+	t.Run("UnknownPath405", func(t *testing.T) {
+		t.Parallel()
+		srv, client, r := serve(t, newChecker(t), refuse(http.StatusMethodNotAllowed, "method_not_allowed"))
+		send(t, client, get(srv.URL+"/nowhere"))
+		requireReported(t, r, "GET /nowhere answered 405")
+	})
+	t.Run("UnknownMethodUnknownPath405", func(t *testing.T) {
+		t.Parallel()
+		srv, client, r := serve(t, newChecker(t), refuse(http.StatusMethodNotAllowed, "method_not_allowed"))
+		req := get(srv.URL + "/nowhere")
+		req.Method = "BREW"
+		send(t, client, req)
+		requireNothingReported(t, r)
+	})
 	t.Run("WrongMethod404", func(t *testing.T) {
 		t.Parallel()
 		srv, client, r := serve(t, newChecker(t), refuse(http.StatusNotFound, "not_found"))
