@@ -52,7 +52,6 @@ type Checker struct {
 	// mode keeps unguarded caches.
 	mu      sync.Mutex
 	v       validator.Validator
-	model   *v3.Document
 	version float32
 	opts    []config.Option
 	// unrouted are the answers to a request no operation takes, by name.
@@ -88,7 +87,7 @@ func New(doc []byte) (*Checker, error) {
 		return nil, fmt.Errorf("apicheck: the document breaks the OpenAPI schema: %w", joinValidation(verrs))
 	}
 	c := &Checker{
-		v: v, model: &m.Model, version: helpers.VersionToFloat(m.Model.Version), opts: opts,
+		v: v, version: helpers.VersionToFloat(m.Model.Version), opts: opts,
 		unrouted: map[string]*v3.Response{},
 	}
 	for _, name := range []string{respNotFound, respMethodNotAllowed, respPublishableKey, respPreflight} {
