@@ -11,15 +11,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/apicheck"
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/internal/system"
+	"github.com/leadintake/leadintake/openapi"
 )
 
 // stack is one running leadintake: a database of its own, the fake
@@ -32,6 +35,9 @@ type stack struct {
 	fakeURL string
 	token   string
 	apiURL  string
+	// client sends every request to the public API (s.do): each exchange
+	// is checked against openapi.json, and a mismatch fails the test.
+	client  *http.Client
 	api     *system.Process
 	workers []*system.Process
 	// workerEnv is added to every worker's environment.
@@ -63,6 +69,32 @@ func newStack(t *testing.T, opts *stackOpts) *stack {
 		t: t, dbURL: dbURL, pool: pool, fake: f, fakeURL: ts.URL,
 		token:     "e2e-token-" + t.Name(),
 		workerEnv: opts.workerEnv,
+		client:    checkedClient(t),
+	}
+}
+
+// apiChecker holds traffic to openapi.json; one serves every test.
+var apiChecker = sync.OnceValues(func() (*apicheck.Checker, error) {
+	return apicheck.New(openapi.Document())
+})
+
+// checkedClient returns a client of its own for t's requests to the public
+// API, which fails t on any exchange the API description does not allow.
+// A client per test, not one shared, so that a mismatch fails the test
+// that caused it, whatever runs in parallel.
+func checkedClient(t *testing.T) *http.Client {
+	t.Helper()
+	c, err := apiChecker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: c.Transport(tr, func(err error) {
+			t.Errorf("API description: %v", err)
+		}),
 	}
 }
 
@@ -151,6 +183,9 @@ type response struct {
 	body   []byte
 }
 
+// httpClient is for what openapi.json does not describe: the admin
+// listeners and the fake downstream. Requests to the public API go through
+// the stack's client.
 var httpClient = &http.Client{Timeout: 30 * time.Second}
 
 // submit POSTs body under key.
@@ -177,9 +212,21 @@ func (s *stack) operation(key string) *response {
 	return s.do(req)
 }
 
+// get GETs path of the public API, without credentials.
+func (s *stack) get(path string) *response {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.apiURL+path, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return s.do(req)
+}
+
+// do sends req, a request to the public API, through the stack's checking
+// client and reads the answer.
 func (s *stack) do(req *http.Request) *response {
 	s.t.Helper()
-	resp, err := httpClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func relSend(ctx context.Context, s *stack, apiURL, key, body string) (*response
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := httpClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -449,7 +449,7 @@ func TestDatabaseRestartsUnderLoad(t *testing.T) {
 	}
 
 	readyz := func() int {
-		resp, err := httpClient.Get(s.apiURL + "/readyz")
+		resp, err := s.client.Get(s.apiURL + "/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"github.com/leadintake/leadintake/internal/apicheck"
 	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"net/url"
@@ -49,6 +50,12 @@ func TestMetricsHoldNoPersonalData(t *testing.T) {
 		}
 		req.Header.Set("Authorization", "Bearer "+s.token)
 		req.Header.Set("X-Request-Id", strings.ReplaceAll(name, " ", "-"))
+		if strings.Contains(path, "?") {
+			// The API takes no query parameter and ignores any it is
+			// sent, which an OpenAPI document cannot say: this one is
+			// sent on purpose, to see that it reaches no metric.
+			req = apicheck.Unchecked(req)
+		}
 		s.do(req)
 	}
 

@@ -16,7 +16,7 @@ func TestSIGTERMWhileIdle(t *testing.T) {
 	api := s.startAPI("SHUTDOWN_TIMEOUT=" + budget.String())
 	worker := s.startWorker("SHUTDOWN_TIMEOUT=" + budget.String())
 	// Both are serving: the api answers, the worker's River client runs.
-	if r := get(t, s.apiURL+"/readyz", basicAuth{}); r.status != 200 {
+	if r := s.get("/readyz"); r.status != 200 {
 		t.Fatalf("api /readyz: %d", r.status)
 	}
 	scrape(t, adminURL(t, worker)+"/metrics", basicAuth{})

@@ -106,20 +106,7 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 	if err != nil {
 		t.Fatalf("river client: %v", err)
 	}
-	clients, err := callers.ParseFile(fmt.Appendf(nil, `
-clients:
-  - id: a
-    tokens_sha256: [%s]
-    publishable_keys:
-      - key: %s
-        origins: [%s]
-    webhook_secret: %s
-  - id: b
-    tokens_sha256: [%s]
-`, tokenHash(tokenA), publishableKeyA, shopOrigin, webhookSecretA, tokenHash(tokenB)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	clients := testClients(t)
 
 	logs := &testkit.LockedBuffer{}
 	t.Cleanup(func() {
@@ -164,6 +151,27 @@ clients:
 	client := srv.Client()
 	client.Timeout = testkit.Patience
 	return &testAPI{Pool: pool, URL: srv.URL, client: client, Logs: logs}
+}
+
+// testClients are the clients of every test: a, with a token, a
+// publishable key for shopOrigin and a webhook secret, and b, with a token.
+func testClients(t testing.TB) *callers.Set {
+	t.Helper()
+	clients, err := callers.ParseFile(fmt.Appendf(nil, `
+clients:
+  - id: a
+    tokens_sha256: [%s]
+    publishable_keys:
+      - key: %s
+        origins: [%s]
+    webhook_secret: %s
+  - id: b
+    tokens_sha256: [%s]
+`, tokenHash(tokenA), publishableKeyA, shopOrigin, webhookSecretA, tokenHash(tokenB)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clients
 }
 
 func tokenHash(token string) string {

@@ -1,6 +1,10 @@
 package intake
 
-import "github.com/labstack/echo/v4"
+import (
+	"github.com/labstack/echo/v4"
+
+	"github.com/leadintake/leadintake/openapi"
+)
 
 // addRoutes lists the whole public API.
 func addRoutes(e *echo.Echo, o *HandlerOpts) {
@@ -8,6 +12,8 @@ func addRoutes(e *echo.Echo, o *HandlerOpts) {
 
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(o.Store))
+	// The API's description; no auth: it describes, and holds nothing.
+	e.GET("/openapi.json", echo.WrapHandler(openapi.Handler()))
 	wait := applyWait(o.MaxWait)
 	sub := &submitter{
 		hashKey: o.HashKey, store: o.Store, enqueue: o.Enqueue, waiters: o.Waiters, limits: newLimiters(o.PublicRateLimit),
