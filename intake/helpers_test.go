@@ -130,13 +130,17 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 		}()
 		t.Cleanup(func() { cancel(); <-done })
 	}
+	st := store.New(storePool)
+	if err := st.GroupClaims(store.GroupOpts{EnqueueMany: jobs.ManyEnqueuer(riverClient)}); err != nil {
+		t.Fatal(err)
+	}
 	handler := intake.NewHandler(&intake.HandlerOpts{
 		HashKey:         lead.HashKey("intake-test-pii-hash-key-0123456789"),
 		Waiters:         waiters,
 		MaxWait:         opts.MaxWait,
 		PublicRateLimit: opts.PublicRateLimit,
 		TrustedProxies:  opts.TrustedProxies,
-		Store:           store.New(storePool),
+		Store:           st,
 		Enqueue:         jobs.Enqueuer(riverClient),
 		Callers:         callers.NewHolder(clients),
 		Decode:          lead.DecodeOpts{AllowedSources: []string{"website", "linkedin", "referral", "ads", "event"}},

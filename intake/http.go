@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -255,7 +256,9 @@ func requireJSON(req *http.Request) error {
 
 // submit claims key for the client's body, and answers as the key stands:
 // the rest of POST /v1/leads once the caller, its key and its body are
-// known.
+// known. A retry of a key that exists is answered from one read, without a
+// transaction, and its body is not decoded again when its bytes are the
+// first request's; only a claim claims.
 func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) error {
 	req := c.Request()
 	st, timeout := sub.store, sub.timeout
@@ -266,41 +269,68 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	if supersedes == key {
 		return response.Errorf(response.CodeSupersedesInvalid, "a request cannot supersede its own Idempotency-Key")
 	}
-	payload, err := lead.Decode(body, sub.decode)
-	if err != nil {
-		return err
+	decode := func() (*lead.Payload, error) {
+		payload, err := lead.Decode(body, sub.decode)
+		if err != nil {
+			return nil, err
+		}
+		if supersedes != "" {
+			payload.Supersede(supersedes)
+		}
+		return payload, nil
 	}
-	if supersedes != "" {
-		payload.Supersede(supersedes)
-	}
+	raw := lead.RawHash(body, supersedes)
 
 	// The claim runs to its end even if the caller hangs up: a half-done
 	// claim helps nobody, and the caller's retry will find the result.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), timeout)
 	defer cancel()
-	if pk := publishableKeyOf(c); pk != "" && sub.limits != nil {
-		// Only a submission that would claim a new key counts.
-		inUse, err := st.KeyInUse(ctx, clientID, key)
-		if err != nil {
-			return storeError(err)
-		}
-		if !inUse {
-			if ok, wait := sub.limits.allow(pk, clientAddr(req, sub.trusted)); !ok {
-				c.Response().Header().Set(echo.HeaderRetryAfter, retryAfter(wait))
-				c.Set(ctxOutcome, outcomeRateLimited)
-				return response.Errorf(response.CodeRateLimited, "too many new submissions from this page; retry after the time in Retry-After")
+	peeked, err := st.Peek(ctx, clientID, key)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return storeError(err)
+	}
+	var payload *lead.Payload
+	if peeked != nil {
+		same := peeked.RawHash != nil && bytes.Equal(peeked.RawHash, raw)
+		if !same {
+			if payload, err = decode(); err != nil {
+				return err
 			}
+			same = bytes.Equal(peeked.Fingerprint, payload.Fingerprint[:])
+		}
+		if !same {
+			return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch, State: peeked.State, LeadID: peeked.LeadID})
+		}
+		if res, ok := peeked.Answer(); ok {
+			return sub.answer(c, clientID, key, res)
+		}
+	}
+	if payload == nil {
+		if payload, err = decode(); err != nil {
+			return err
+		}
+	}
+	if pk := publishableKeyOf(c); pk != "" && sub.limits != nil && peeked == nil {
+		// Only a submission that would claim a new key counts.
+		if ok, wait := sub.limits.allow(pk, clientAddr(req, sub.trusted)); !ok {
+			c.Response().Header().Set(echo.HeaderRetryAfter, retryAfter(wait))
+			c.Set(ctxOutcome, outcomeRateLimited)
+			return response.Errorf(response.CodeRateLimited, "too many new submissions from this page; retry after the time in Retry-After")
 		}
 	}
 	res, err := st.Claim(ctx, &store.ClaimParams{
 		ClientID: clientID, Key: key, ExternalRef: c.Get(ctxRef).(string), Payload: payload, Enqueue: sub.enqueue,
-		EmailHMAC: sub.hashKey.Email(payload.Lead.Email),
+		EmailHMAC: sub.hashKey.Email(payload.Lead.Email), RawHash: raw,
 	})
 	if err != nil {
 		return storeError(err)
 	}
-	c.Set(ctxOutcome, res.Outcome.String())
+	return sub.answer(c, clientID, key, res)
+}
 
+// answer answers a submission as the claim (or the read) found its key.
+func (sub *submitter) answer(c echo.Context, clientID, key string, res *store.ClaimResult) error {
+	c.Set(ctxOutcome, res.Outcome.String())
 	h := c.Response().Header()
 	switch res.Outcome {
 	case store.OutcomeClaimed, store.OutcomeReopened, store.OutcomeInProgress:
@@ -309,7 +339,7 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 		h.Set("Idempotent-Replayed", strconv.FormatBool(replayed))
 		state := res.State
 		if d := waitOf(c); d > 0 {
-			op := holdUntilFinished(c, st, sub.waiters, clientID, key, res.LeadID, d, timeout)
+			op := holdUntilFinished(c, sub.store, sub.waiters, clientID, key, res.LeadID, d, sub.timeout)
 			if op != nil && op.Response != nil {
 				// A new key that finished in time is answered with its
 				// final response, and is no replay.

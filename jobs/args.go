@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -35,3 +37,38 @@ func Enqueuer(client *river.Client[pgx.Tx]) store.EnqueueFunc {
 
 // QueueMaintenance is the queue of the periodic jobs, apart from the leads.
 const QueueMaintenance = "maintenance"
+
+// ManyEnqueuer returns the store.EnqueueManyFunc that inserts the
+// ProcessLead jobs of a group of claimed leads with client, in one insert
+// inside the transaction that claims them.
+func ManyEnqueuer(client *river.Client[pgx.Tx]) store.EnqueueManyFunc {
+	return func(ctx context.Context, tx pgx.Tx, leadIDs []uuid.UUID) ([]int64, error) {
+		params := make([]river.InsertManyParams, len(leadIDs))
+		for i, id := range leadIDs {
+			params[i] = river.InsertManyParams{Args: ProcessLeadArgs{LeadID: id}}
+		}
+		res, err := client.InsertManyTx(ctx, tx, params)
+		if err != nil {
+			return nil, err
+		}
+		// Matched by the lead in each job's arguments: the order of an
+		// insert's RETURNING is not promised.
+		byLead := make(map[uuid.UUID]int64, len(res))
+		for _, r := range res {
+			var args ProcessLeadArgs
+			if err := json.Unmarshal(r.Job.EncodedArgs, &args); err != nil {
+				return nil, fmt.Errorf("job %d: %w", r.Job.ID, err)
+			}
+			byLead[args.LeadID] = r.Job.ID
+		}
+		ids := make([]int64, len(leadIDs))
+		for i, id := range leadIDs {
+			jobID, ok := byLead[id]
+			if !ok {
+				return nil, fmt.Errorf("no job inserted for lead %s", id)
+			}
+			ids[i] = jobID
+		}
+		return ids, nil
+	}
+}

@@ -74,6 +74,20 @@ func (p *Payload) Supersede(key string) {
 	p.Supersedes = key
 }
 
+// RawHash is the SHA-256 of a request as it arrived: its body's bytes and
+// the key it supersedes (empty for none). Two requests with the same raw
+// hash are the same request; two with different ones may still be (the
+// fingerprint, of the canonical form, decides).
+func RawHash(body []byte, supersedes string) []byte {
+	h := sha256.New()
+	h.Write(body)
+	if supersedes != "" {
+		h.Write([]byte("\x00supersedes\x00"))
+		h.Write([]byte(supersedes))
+	}
+	return h.Sum(nil)
+}
+
 // DecodeOpts are the rules of DecodeSubmission that come from configuration.
 type DecodeOpts struct {
 	// AllowedSources lists the allowed values of source; empty allows any.

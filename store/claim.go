@@ -64,6 +64,10 @@ type ClaimParams struct {
 	// EmailHMAC is the keyed hash of the lead's email (lead.HashKey.Email),
 	// what finds it for an erasure.
 	EmailHMAC []byte
+	// RawHash is the SHA-256 of the request as it arrived (RawHash), kept
+	// with the key: a retry of the same bytes is known without decoding.
+	// May be nil.
+	RawHash []byte
 	// Enqueue inserts the lead's job when the key is claimed or re-opened.
 	Enqueue EnqueueFunc
 }
@@ -86,8 +90,8 @@ type ClaimResult struct {
 // row again with a new snapshot.
 const claimSQL = `
 WITH claimed AS (
-    INSERT INTO idempotency_keys (client_id, key, fingerprint, state, lead_id, supersedes)
-    VALUES ($1, $2, $3, 'processing', $4, $7)
+    INSERT INTO idempotency_keys (client_id, key, fingerprint, state, lead_id, supersedes, raw_hash)
+    VALUES ($1, $2, $3, 'processing', $4, $7, $11)
     ON CONFLICT (client_id, key) DO NOTHING
     RETURNING lead_id
 ), lead AS (
@@ -114,7 +118,7 @@ FROM idempotency_keys k WHERE k.client_id = $1 AND k.key = $2`
 const takeOverSQL = `
 WITH key AS (
     UPDATE idempotency_keys
-    SET fingerprint = $3, state = 'processing', lead_id = $4, response_status = NULL,
+    SET fingerprint = $3, raw_hash = $11, state = 'processing', lead_id = $4, response_status = NULL,
         response_body = NULL, failure_code = NULL, created_at = now(), updated_at = now(),
         finished_at = NULL, expires_at = NULL, reconcile_after = NULL,
         supersedes = $7, superseded_by = NULL
@@ -199,6 +203,13 @@ var errRaced = errors.New("the key changed during the claim")
 // returns are the database's (see IsUnavailable); a refusal is a result, not
 // an error.
 func (s *Store) Claim(ctx context.Context, p *ClaimParams) (*ClaimResult, error) {
+	if s.group != nil && p.Payload.Supersedes == "" {
+		res, ok, err := s.group.claim(ctx, p)
+		if ok || err != nil {
+			return res, err
+		}
+		// Not claimed by a group: the key exists (or the group failed).
+	}
 	// A claim races at most a handful of times (a winner that is deleted by
 	// clean-up as it expires, a take-over lost to another); past that the
 	// database is misbehaving.
@@ -241,7 +252,7 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 		}
 
 		row, err := scanKeyRow(tx.QueryRow(ctx, claimSQL, p.ClientID, p.Key, fp, newLeadID,
-			ch.externalRef, p.Payload.Canonical, supersedes, ch.amends, ch.amendment, p.EmailHMAC))
+			ch.externalRef, p.Payload.Canonical, supersedes, ch.amends, ch.amendment, p.EmailHMAC, p.RawHash))
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Lost the race to a transaction that committed after our
 			// snapshot: read its row with a fresh one.
@@ -257,7 +268,7 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 		case row.claimed:
 		case row.expired != nil && *row.expired:
 			tag, err := tx.Exec(ctx, takeOverSQL, p.ClientID, p.Key, fp, newLeadID, ch.externalRef,
-				p.Payload.Canonical, supersedes, ch.amends, ch.amendment, p.EmailHMAC)
+				p.Payload.Canonical, supersedes, ch.amends, ch.amendment, p.EmailHMAC, p.RawHash)
 			if err != nil {
 				return fmt.Errorf("claim: take over expired key: %w", err)
 			}
@@ -406,18 +417,65 @@ WHERE client_id = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > now())
 	return &op, nil
 }
 
-// KeyInUse reports whether the client holds key, unexpired: a request with
-// it is a replay, a poll or a mismatch, never a new claim. It decides
-// nothing (the claim alone does); it lets the api spare such requests the
-// rate limit of new submissions.
-func (s *Store) KeyInUse(ctx context.Context, clientID, key string) (bool, error) {
-	var inUse bool
-	err := s.db.QueryRow(ctx, `
-SELECT EXISTS (SELECT FROM idempotency_keys
-               WHERE client_id = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > now()))`,
-		clientID, key).Scan(&inUse)
-	if err != nil {
-		return false, fmt.Errorf("key in use: %w", err)
+// Peeked is a key as a read outside any transaction found it: enough to
+// answer a retry that cannot change it.
+type Peeked struct {
+	State       KeyState
+	LeadID      uuid.UUID
+	Fingerprint []byte
+	// RawHash is the request's as it arrived (nil for keys claimed
+	// before it was kept).
+	RawHash []byte
+	// Response is the final response of a finished key.
+	Response response.Final
+	// Reopenable: the key failed with downstream_unavailable and may be
+	// re-opened by a retry (not superseded, its lead not erased); only a
+	// claim may do that.
+	Reopenable bool
+}
+
+// Answer is what a retry with the same request gets from the key, when a
+// read can decide it: replayed (finished), or in progress; false when only
+// a claim can (the key may be re-opened).
+func (p *Peeked) Answer() (*ClaimResult, bool) {
+	switch {
+	case p.Reopenable:
+		return nil, false
+	case p.State.Finished():
+		return &ClaimResult{Outcome: OutcomeReplayed, State: p.State, LeadID: p.LeadID, Response: p.Response}, true
+	default:
+		return &ClaimResult{Outcome: OutcomeInProgress, State: p.State, LeadID: p.LeadID}, true
 	}
-	return inUse, nil
+}
+
+// Peek reads the client's key in one statement outside any transaction,
+// and returns ErrNotFound when there is none or it expired. It decides
+// nothing a claim decides: a key it does not find may be claimed by
+// someone else a moment later, and only Claim claims. It lets the api
+// answer retries of keys that exist (replays, keys in progress,
+// mismatches) without a transaction, and spare them the rate limit of new
+// submissions.
+func (s *Store) Peek(ctx context.Context, clientID, key string) (*Peeked, error) {
+	var (
+		p      Peeked
+		status *int16
+		body   []byte
+	)
+	err := s.db.QueryRow(ctx, `
+SELECT k.state, k.lead_id, k.fingerprint, k.raw_hash, k.response_status, k.response_body,
+       coalesce(k.state = 'failed' AND k.failure_code = $3 AND k.superseded_by IS NULL
+         AND NOT EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND l.erased_at IS NOT NULL), false)
+FROM idempotency_keys k
+WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`,
+		clientID, key, response.CodeDownstreamUnavailable).Scan(&p.State, &p.LeadID, &p.Fingerprint, &p.RawHash, &status, &body, &p.Reopenable)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("peek: %w", err)
+	}
+	if status != nil {
+		p.Response = response.Final{Status: int(*status), Body: body}
+	}
+	return &p, nil
 }

@@ -68,6 +68,9 @@ type Store struct {
 	pool *pgxpool.Pool
 	// migrated is set once Ready found every migration applied.
 	migrated atomic.Bool
+	// group commits claims of new keys together (GroupClaims); nil for
+	// none.
+	group *claimGroup
 }
 
 // New returns a Store on db.

@@ -202,6 +202,11 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	}
 
 	st := store.New(p.Pool)
+	// Concurrent claims of new keys commit together, with their jobs
+	// inserted by one InsertManyTx.
+	if err := st.GroupClaims(store.GroupOpts{EnqueueMany: jobs.ManyEnqueuer(riverClient)}); err != nil {
+		return p.Abort(err)
+	}
 	hashKey, _ := cfg.Retention.validate() // checked at start
 	p.Registry.MustRegister(intake.NewKeyStateCollector(st, p.Logger))
 	ops := &operator.Operator{
