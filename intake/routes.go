@@ -1,6 +1,12 @@
 package intake
 
-import "github.com/labstack/echo/v4"
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/leadintake/leadintake/web"
+)
 
 // addRoutes lists the whole public API.
 func addRoutes(e *echo.Echo, o *HandlerOpts) {
@@ -8,6 +14,7 @@ func addRoutes(e *echo.Echo, o *HandlerOpts) {
 
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(o.Store))
+	e.Match([]string{http.MethodGet, http.MethodHead}, "/v1/sdk/leadintake.js", echo.WrapHandler(web.Snippet()))
 	wait := applyWait(o.MaxWait)
 	limits := newLimiters(o.PublicRateLimit)
 	e.POST("/v1/leads", handleLeadCreate(o.Store, o.Enqueue, o.Waiters, limits, o.TrustedProxies,
