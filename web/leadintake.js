@@ -156,7 +156,7 @@ export async function submitLead(options) {
   let rec = load(o);
   const resumed = rec?.body === body;
   if (!resumed) {
-    rec = { v: 1, key: crypto.randomUUID(), body, supersedes: rec ? rec.key : null, at: Date.now() };
+    rec = { v: 1, key: newKey(), body, supersedes: rec ? rec.key : null, at: Date.now() };
   }
   // Stored before anything is sent: a reload, a crash or a lost answer
   // cannot lose the key.
@@ -175,6 +175,27 @@ export async function submitLead(options) {
   } finally {
     if (running.get(name) === own) running.delete(name);
   }
+}
+
+/**
+ * A new Idempotency-Key: a random UUID. The api refuses keys that look like
+ * telephone numbers (digits and separators only), which a UUID can be, once
+ * in millions: such a one is drawn again.
+ */
+function newKey() {
+  let key;
+  do key = crypto.randomUUID ? crypto.randomUUID() : uuidFromRandomValues();
+  while (!/[a-f]/.test(key));
+  return key;
+}
+
+/** A version 4 UUID, for pages served over plain http, which lack crypto.randomUUID. */
+function uuidFromRandomValues() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
 /** The attempts of one enquiry, until a final answer. */
