@@ -233,6 +233,7 @@ async function run(o, rec, resumed, signal) {
         await pause(o, rec, backoff(++failures), reachable ? "lost" : "offline", deadline, signal, statusUrl, leadId);
         continue;
       }
+      blocked = 0;
       // The api answered the status URL: a 404 means the enquiry never
       // arrived, so it is sent again.
       if (!statusUrl && res.status === 404) {
