@@ -248,7 +248,8 @@ async function run(o, rec, resumed, signal) {
     if (res.status === 202 || (res.status === 200 && body && "state" in body)) {
       const final = body.response;
       if (final) return answerOf(rec, final.status, final.body);
-      statusUrl = new URL(res.headers.get("Location") || body.status_url || `/v1/operations/${encodeURIComponent(rec.key)}`, `${api}/`).href;
+      const location = res.headers.get("Location") || body.status_url;
+      if (location || !statusUrl) statusUrl = new URL(location || `/v1/operations/${encodeURIComponent(rec.key)}`, `${api}/`).href;
       leadId = body.lead_id;
       failures = 0;
       // A held request came back unfinished; one answered at once (the api
