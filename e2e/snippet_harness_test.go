@@ -362,12 +362,6 @@ func (p *page) submit() {
 	p.do("submit", chromedp.Click(chromedp.CSS(`#enquiry button[type=submit]`)))
 }
 
-// state is the snippet's state of the form (data-leadintake-state).
-func (p *page) state() string {
-	p.t.Helper()
-	return p.eval(`document.getElementById("enquiry")?.dataset.leadintakeState ?? ""`)
-}
-
 // status is what the form's live region tells the visitor.
 func (p *page) status() string {
 	p.t.Helper()

@@ -47,11 +47,11 @@ Environment:
 const shutdownTimeout = 5 * time.Second
 
 func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, stderr io.Writer) error {
-	for _, a := range args[1:] {
-		if service.IsHelp(a) {
+	if len(args) > 1 {
+		if service.IsHelp(args[1]) {
 			return service.Usage(stdout, usageHeader, &config{})
 		}
-		return fmt.Errorf("unknown argument %q (try -h)", a)
+		return fmt.Errorf("unknown argument %q (try -h)", args[1])
 	}
 	var cfg config
 	if err := service.Config(lookup, &cfg); err != nil {

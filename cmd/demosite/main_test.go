@@ -100,6 +100,10 @@ func TestConfiguration(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming %q", name, err, tt.want)
 		}
 	}
+	if err := run(t.Context(), []string{"demosite", "serve"}, service.MapEnv(nil), io.Discard, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), `unknown argument "serve"`) {
+		t.Errorf("an argument: %v, want unknown argument", err)
+	}
 	var usage bytes.Buffer
 	if err := run(t.Context(), []string{"demosite", "-h"}, service.MapEnv(nil), &usage, io.Discard); err != nil ||
 		!strings.Contains(usage.String(), "DEMO_PUBLISHABLE_KEY") {
