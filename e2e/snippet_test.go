@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -303,7 +304,8 @@ func TestSnippetRateLimited(t *testing.T) {
 	p.submit()
 	status := p.waitState("failed")
 	p.screenshot("failed")
-	if !strings.Contains(status, "Too many enquiries") || !strings.Contains(status, "try again in 1 hour") {
+	// About an hour: a few minutes less on a machine slow enough.
+	if !strings.Contains(status, "Too many enquiries") || !regexp.MustCompile(`try again in (1 hour|\d+ minutes)\.`).MatchString(status) {
 		t.Errorf("the visitor is told %q", status)
 	}
 	if keys := s.siteKeys(); len(keys) != 1 || keys[0] != "earlier-page-0001" {
