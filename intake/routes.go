@@ -1,9 +1,12 @@
 package intake
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/leadintake/leadintake/openapi"
+	"github.com/leadintake/leadintake/web"
 )
 
 // addRoutes lists the whole public API.
@@ -12,8 +15,10 @@ func addRoutes(e *echo.Echo, o *HandlerOpts) {
 
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(o.Store))
-	// The API's description; no auth: it describes, and holds nothing.
+	// Public, and holding nothing: the API's description, and the snippet
+	// lead forms import.
 	e.GET("/openapi.json", echo.WrapHandler(openapi.Handler()))
+	e.Match([]string{http.MethodGet, http.MethodHead}, "/v1/sdk/leadintake.js", echo.WrapHandler(web.Snippet()))
 	wait := applyWait(o.MaxWait)
 	sub := &submitter{
 		hashKey: o.HashKey, store: o.Store, enqueue: o.Enqueue, waiters: o.Waiters, limits: newLimiters(o.PublicRateLimit),

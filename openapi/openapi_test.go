@@ -135,12 +135,13 @@ func TestEveryErrorCodeIsInTheEnum(t *testing.T) {
 	}
 }
 
-// The contract's routes, each with its methods.
+// The contract's routes, each with its methods (the snippet's HEAD, for
+// caches and link checkers, is served beside its GET).
 var contractRoutes = map[string][]string{
 	"/v1/leads":                      {"OPTIONS", "POST"},
 	"/v1/operations/{key}":           {"GET", "OPTIONS"},
 	"/v1/webhooks/{client_id}/leads": {"POST"},
-	"/v1/sdk/leadintake.js":          {"GET"},
+	"/v1/sdk/leadintake.js":          {"GET", "HEAD"},
 	"/openapi.json":                  {"GET"},
 	"/healthz":                       {"GET"},
 	"/readyz":                        {"GET"},

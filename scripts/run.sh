@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: the whole system on this machine. PostgreSQL (the local one, or
 # one this starts or installs), the migrations, the fake downstream server
-# standing in for enrichment, CRM and notification, a worker and the api.
-# Ctrl-C stops everything.
+# standing in for enrichment, CRM and notification, a worker, the api, and
+# the demo site (a lead form sending through the snippet with a publishable
+# key). Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The toolchain of the Makefile, also when this script is run on its own.
@@ -13,7 +14,13 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-go1.27.3}"
 : "${API_ADMIN_ADDR:=127.0.0.1:8081}"
 : "${WORKER_ADMIN_ADDR:=127.0.0.1:8082}"
 : "${FAKE_ADDR:=127.0.0.1:9090}"
+: "${DEMO_ADDR:=127.0.0.1:8090}"
+# The api as the demo page's browser reaches it.
+: "${DEMO_API_URL:=http://$API_ADDR}"
 : "${DEMO_TOKEN:=demo-token-change-me}"
+# Publishable keys are public by design: this one only lets the demo site's
+# pages submit and poll.
+: "${DEMO_PUBLISHABLE_KEY:=pk_demo_local_0123456789abcdef}"
 : "${ADMIN_USER:=admin}"
 : "${ADMIN_PASSWORD:=admin}"
 # Keys every hash of personal data; a demo value: set your own.
@@ -29,8 +36,22 @@ if ! psql "$server_url" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$dbnam
   psql "$server_url" -qc "CREATE DATABASE \"$dbname\""
 fi
 
-go build -o bin/ ./cmd/api ./cmd/worker ./cmd/fakedownstream
+go build -o bin/ ./cmd/api ./cmd/worker ./cmd/fakedownstream ./cmd/demosite
 mkdir -p .run
+
+# The demo client: its bearer token, and the publishable key of the demo
+# site's pages (both spellings of its origin).
+hash=$(printf %s "$DEMO_TOKEN" | sha256sum | cut -d' ' -f1)
+demo_port="${DEMO_ADDR##*:}"
+cat > .run/clients.yaml.tmp <<YAML
+clients:
+  - id: demo
+    tokens_sha256: [$hash]
+    publishable_keys:
+      - key: $DEMO_PUBLISHABLE_KEY
+        origins: [http://$DEMO_ADDR, http://localhost:$demo_port]
+YAML
+mv .run/clients.yaml.tmp .run/clients.yaml
 LOG_FORMAT=text bin/api migrate
 
 pids=()
@@ -50,21 +71,32 @@ start() { # name, then the command
 }
 
 start fake env FAKE_ADDR="$FAKE_ADDR" bin/fakedownstream
-start worker env LOG_FORMAT=text ADMIN_ADDR="$WORKER_ADMIN_ADDR" \
+start worker env LOG_FORMAT=text ADMIN_ADDR="$WORKER_ADMIN_ADDR" CLIENTS_FILE=.run/clients.yaml \
   ENRICHMENT_URL="http://$FAKE_ADDR/enrichment" CRM_URL="http://$FAKE_ADDR/crm" NOTIFY_URL="http://$FAKE_ADDR/notify" \
   RETRY_BASE_DELAY=500ms RECONCILE_INTERVAL=10s bin/worker
-hash=$(printf %s "$DEMO_TOKEN" | sha256sum | cut -d' ' -f1)
-start api env LOG_FORMAT=text API_ADDR="$API_ADDR" ADMIN_ADDR="$API_ADMIN_ADDR" API_CLIENTS="demo=$hash" bin/api
+start api env LOG_FORMAT=text API_ADDR="$API_ADDR" ADMIN_ADDR="$API_ADMIN_ADDR" CLIENTS_FILE=.run/clients.yaml bin/api
+start demosite env LOG_FORMAT=text DEMO_ADDR="$DEMO_ADDR" DEMO_API_URL="$DEMO_API_URL" \
+  DEMO_PUBLISHABLE_KEY="$DEMO_PUBLISHABLE_KEY" bin/demosite
 
 for _ in $(seq 1 50); do
   curl -fsS "http://$API_ADDR/readyz" >/dev/null 2>&1 && break
   sleep 0.2
 done
 curl -fsS "http://$API_ADDR/readyz" >/dev/null || { echo "the api did not become ready; see .run/api.log"; exit 1; }
+for _ in $(seq 1 50); do
+  curl -fsS "http://$DEMO_ADDR/" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+curl -fsS "http://$DEMO_ADDR/" >/dev/null || { echo "the demo site did not start; see .run/demosite.log"; exit 1; }
 
 cat <<MSG
 
-leadintake is running (logs in .run/: api.log, worker.log, fake.log). Try:
+leadintake is running (logs in .run/: api.log, worker.log, fake.log, demosite.log). Try:
+
+  # the demo lead form, in a browser: a page of its own origin that sends
+  # through the snippet ($DEMO_API_URL/v1/sdk/leadintake.js) with a
+  # publishable key; reload it while it sends, or stop the api meanwhile
+  http://$DEMO_ADDR/
 
   # submit a lead (run it twice: the second answer is replayed)
   curl -i http://$API_ADDR/v1/leads \\

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leadintake/leadintake/internal/service"
+	"github.com/leadintake/leadintake/internal/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
+
+const testKey = "pk_demo_0123456789abcdef"
+
+// start runs the command on port 0 with env, and returns its base URL and a
+// function that stops it and returns run's error.
+func start(t *testing.T, env map[string]string) (string, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	logs := &testkit.LockedBuffer{}
+	env["DEMO_ADDR"] = "127.0.0.1:0"
+	var runErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runErr = run(ctx, []string{"demosite"}, service.MapEnv(env), logs, io.Discard)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	stop := func() error { cancel(); <-done; return runErr }
+
+	deadline := time.Now().Add(testkit.Patience)
+	for time.Now().Before(deadline) {
+		sc := bufio.NewScanner(strings.NewReader(logs.String()))
+		for sc.Scan() {
+			var line struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "demo site listening" {
+				return "http://" + line.Addr, stop
+			}
+		}
+		select {
+		case <-done:
+			t.Fatalf("run returned before listening: %v\nlogs:\n%s", runErr, logs)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("no listening line in the logs:\n%s", logs)
+	return "", nil
+}
+
+func TestServesTheDemo(t *testing.T) {
+	t.Parallel()
+	base, stop := start(t, map[string]string{"DEMO_PUBLISHABLE_KEY": testKey, "DEMO_API_URL": "http://127.0.0.1:18080"})
+	res, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !bytes.Contains(page, []byte(`"publishableKey":"`+testKey+`"`)) ||
+		!bytes.Contains(page, []byte(`"snippet":"http://127.0.0.1:18080/v1/sdk/leadintake.js"`)) {
+		t.Fatalf("GET /: %d\n%s", res.StatusCode, page)
+	}
+	res, err = http.Post(base+"/not-sent", "application/x-www-form-urlencoded", strings.NewReader("email=ada%40example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusUnsupportedMediaType {
+		t.Errorf("the plain form POST: %d, want 415 and the page saying nothing was sent", res.StatusCode)
+	}
+	if err := stop(); err != nil {
+		t.Errorf("run after SIGTERM: %v, want nil", err)
+	}
+}
+
+func TestConfiguration(t *testing.T) {
+	t.Parallel()
+	for name, tt := range map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"no key":      {map[string]string{}, "DEMO_PUBLISHABLE_KEY is required"},
+		"not a key":   {map[string]string{"DEMO_PUBLISHABLE_KEY": "demo-token"}, "publishable key must start with pk_"},
+		"bad api":     {map[string]string{"DEMO_PUBLISHABLE_KEY": testKey, "DEMO_API_URL": "127.0.0.1:8080"}, "absolute http or https URL"},
+		"bad timeout": {map[string]string{"DEMO_PUBLISHABLE_KEY": testKey, "DEMO_TIMEOUT": "soon"}, "DEMO_TIMEOUT"},
+		"bad address": {map[string]string{"DEMO_PUBLISHABLE_KEY": testKey, "DEMO_ADDR": "nowhere:-1"}, "DEMO_ADDR"},
+	} {
+		err := run(t.Context(), []string{"demosite"}, service.MapEnv(tt.env), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error naming %q", name, err, tt.want)
+		}
+	}
+	if err := run(t.Context(), []string{"demosite", "serve"}, service.MapEnv(nil), io.Discard, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), `unknown argument "serve"`) {
+		t.Errorf("an argument: %v, want unknown argument", err)
+	}
+	var usage bytes.Buffer
+	if err := run(t.Context(), []string{"demosite", "-h"}, service.MapEnv(nil), &usage, io.Discard); err != nil ||
+		!strings.Contains(usage.String(), "DEMO_PUBLISHABLE_KEY") {
+		t.Errorf("-h: %v\n%s", err, usage.String())
+	}
+}

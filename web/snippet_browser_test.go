@@ -1,0 +1,313 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/web"
+)
+
+// chromiumPath is Debian's Chromium, which scripts/chromium.sh installs.
+const chromiumPath = "/usr/bin/chromium"
+
+const testPK = "pk_test_0123456789abcdef"
+
+// scriptedAPI stands in for the api, from the browser's side of the
+// network: it serves the snippet, answers CORS preflights from any origin,
+// and answers every other request with the next of its scripted answers,
+// recording what it was sent. The real api is the e2e tests' business;
+// this one makes the answers the snippet must survive (a 503, a 429, a
+// refused Supersedes) happen on cue.
+type scriptedAPI struct {
+	url string
+
+	mu      sync.Mutex
+	answers []scripted
+	got     []sent
+}
+
+// scripted is one answer of a scriptedAPI.
+type scripted struct {
+	status int
+	header map[string]string
+	body   string
+}
+
+// sent is one request a scriptedAPI received.
+type sent struct {
+	Method, Path, Key, Supersedes, Prefer, Body string
+}
+
+func newScriptedAPI(t *testing.T, answers ...scripted) *scriptedAPI {
+	t.Helper()
+	a := &scriptedAPI{answers: answers}
+	snippet := web.Snippet()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/sdk/leadintake.js" {
+			snippet.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+		h.Set("Access-Control-Expose-Headers", "Idempotency-Key, Location, Retry-After")
+		if r.Method == http.MethodOptions {
+			h.Set("Access-Control-Allow-Methods", "GET, POST")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, Supersedes, Prefer")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		a.mu.Lock()
+		a.got = append(a.got, sent{
+			Method: r.Method, Path: r.URL.Path, Key: r.Header.Get("Idempotency-Key"),
+			Supersedes: r.Header.Get("Supersedes"), Prefer: r.Header.Get("Prefer"), Body: string(body),
+		})
+		next := scripted{status: http.StatusBadRequest, body: `{"error":{"code":"script_exhausted","message":"no more answers"}}`}
+		if len(a.answers) > 0 {
+			next, a.answers = a.answers[0], a.answers[1:]
+		}
+		a.mu.Unlock()
+		for k, v := range next.header {
+			h.Set(k, v)
+		}
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(next.status)
+		_, _ = io.WriteString(w, next.body)
+	}))
+	t.Cleanup(srv.Close)
+	a.url = srv.URL
+	return a
+}
+
+// requests returns what the api was sent, preflights aside.
+func (a *scriptedAPI) requests() []sent {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.got)
+}
+
+// outcome is what submitLead came to in the page.
+type outcome struct {
+	Answer *struct {
+		Status     string `json:"status"`
+		LeadID     string `json:"lead_id"`
+		HTTPStatus int    `json:"httpStatus"`
+		Key        string `json:"key"`
+		RetryAfter int    `json:"retryAfter"`
+		Error      *struct {
+			Code    string            `json:"code"`
+			Details []json.RawMessage `json:"details"`
+		} `json:"error"`
+	} `json:"answer"`
+	Error   string   `json:"error"` // the rejection's name
+	Saved   bool     `json:"saved"`
+	Key     string   `json:"key"`
+	Events  []string `json:"events"`
+	Pending string   `json:"pending"` // the localStorage record, "" for none
+}
+
+// submitIn runs submitLead in the page against api, after setup (a
+// statement run first, such as one that writes localStorage).
+func submitIn(t *testing.T, tab context.Context, api *scriptedAPI, lead string, timeout time.Duration, setup string) outcome {
+	t.Helper()
+	script := fmt.Sprintf(`(async () => {
+		%s;
+		const m = await import(%q);
+		const events = [], target = new EventTarget();
+		target.addEventListener(m.PROGRESS_EVENT, (e) => events.push([e.detail.state, e.detail.reason ?? "", e.detail.wait ?? ""].join(" ").trim()));
+		let out;
+		try {
+			out = { answer: await m.submitLead({ api: %q, publishableKey: %q, lead: %s, target, timeout: %d, wait: 3 }) };
+		} catch (e) {
+			out = { error: e.name, saved: e.saved, key: e.key };
+		}
+		out.events = events;
+		out.pending = localStorage.getItem(%q) ?? "";
+		return JSON.stringify(out);
+	})()`, setup, api.url+"/v1/sdk/leadintake.js", api.url, testPK, lead, timeout.Milliseconds(), "leadintake:"+testPK+":enquiry")
+	ctx, cancel := context.WithTimeout(tab, 2*testkit.Patience)
+	defer cancel()
+	res, err := chromedp.Run(ctx, chromedp.Evaluate[string](script, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("submitLead in the browser: %v", err)
+	}
+	var out outcome
+	if err := json.Unmarshal([]byte(res), &out); err != nil {
+		t.Fatalf("submitLead's outcome %s: %v", res, err)
+	}
+	return out
+}
+
+// browserTab starts Chromium on an empty page of an origin of its own, or
+// skips the test without one (fails it in CI, where a browser test must
+// not silently disappear).
+func browserTab(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no browser in CI: %s is missing (scripts/chromium.sh installs it): %v", chromiumPath, err)
+		}
+		t.Skipf("no browser: %s is missing (scripts/chromium.sh installs Debian's chromium package): %v", chromiumPath, err)
+	}
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, "<!doctype html><title>blank</title>")
+	}))
+	t.Cleanup(page.Close)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		// The machine's closed network refuses Google's hosts: no
+		// background traffic for the browser to wait on.
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	tab, cancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(tab, chromedp.Navigate(page.URL)); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	return tab
+}
+
+const (
+	lead     = `{email: "ada@example.com", source: "website", name: "Ada"}`
+	leadJSON = `{"email":"ada@example.com","source":"website","name":"Ada"}`
+	// clearStorage starts a case with no pending enquiry.
+	clearStorage = "localStorage.clear()"
+)
+
+func accepted(key string) scripted {
+	return scripted{status: http.StatusAccepted, header: map[string]string{"Location": "/v1/operations/" + key, "Retry-After": "1"},
+		body: `{"status":"processing","idempotency_key":"` + key + `","lead_id":"L1","status_url":"/v1/operations/` + key + `"}`}
+}
+
+// The snippet's side of the retry contract, against answers on cue. The
+// cases run one after another in one tab: they share its localStorage.
+func TestSnippetInBrowser(t *testing.T) {
+	t.Parallel()
+	tab := browserTab(t)
+
+	t.Run("RetriesWithTheSameKeyAndBodyThenPolls", func(t *testing.T) {
+		api := newScriptedAPI(t,
+			scripted{status: http.StatusServiceUnavailable, header: map[string]string{"Retry-After": "1"}, body: `{"error":{"code":"store_unavailable","message":"x"}}`},
+			scripted{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "1"}, body: `{"error":{"code":"rate_limited","message":"x"}}`},
+			accepted("will-be-replaced"),
+			scripted{status: http.StatusOK, body: `{"idempotency_key":"k","state":"processing","lead_id":"L1","response":null}`},
+			scripted{status: http.StatusOK, body: `{"idempotency_key":"k","state":"completed","lead_id":"L1","response":{"status":201,"body":{"status":"completed","lead_id":"L1"}}}`},
+		)
+		out := submitIn(t, tab, api, lead, time.Minute, clearStorage)
+		if out.Answer == nil || out.Answer.Status != "completed" || out.Answer.LeadID != "L1" || out.Answer.HTTPStatus != 201 {
+			t.Fatalf("outcome %+v, want completed L1 201", out)
+		}
+		got := api.requests()
+		if len(got) != 5 {
+			t.Fatalf("requests %+v, want 3 POSTs and 2 polls", got)
+		}
+		key := got[0].Key
+		for i, r := range got[:3] {
+			if r.Method != http.MethodPost || r.Key != key || r.Body != leadJSON || r.Supersedes != "" || !strings.HasPrefix(r.Prefer, "wait=") {
+				t.Errorf("POST %d: %+v, want the same key %s and body, and Prefer: wait", i+1, r, key)
+			}
+		}
+		for _, r := range got[3:] {
+			if r.Method != http.MethodGet || r.Path != "/v1/operations/will-be-replaced" || r.Prefer != "wait=3" {
+				t.Errorf("poll %+v, want GET of the Location with Prefer: wait=3", r)
+			}
+		}
+		if out.Answer.Key != key || out.Pending != "" {
+			t.Errorf("answer key %q (want %q), pending %q (want none)", out.Answer.Key, key, out.Pending)
+		}
+		want := []string{"saving", "retrying busy 1000", "saving", "retrying rate_limited 1000", "saving", "waiting", "waiting", "done"}
+		if !slices.Equal(out.Events, want) {
+			t.Errorf("events %q, want %q", out.Events, want)
+		}
+	})
+
+	t.Run("AnEditSupersedesThePendingEnquiry", func(t *testing.T) {
+		api := newScriptedAPI(t,
+			scripted{status: http.StatusCreated, body: `{"status":"completed","lead_id":"L2"}`},
+		)
+		setup := `localStorage.setItem("leadintake:` + testPK + `:enquiry", JSON.stringify({v: 1, key: "earlier-key-0001", body: "{\"email\":\"old@example.com\",\"source\":\"website\"}", supersedes: null, at: Date.now()}))`
+		out := submitIn(t, tab, api, lead, time.Minute, setup)
+		got := api.requests()
+		if out.Answer == nil || out.Answer.Status != "completed" || len(got) != 1 {
+			t.Fatalf("outcome %+v, requests %+v", out, got)
+		}
+		if r := got[0]; r.Supersedes != "earlier-key-0001" || r.Key == "earlier-key-0001" || r.Key == "" || r.Body != leadJSON {
+			t.Errorf("the edit was sent as %+v, want a new key superseding earlier-key-0001", r)
+		}
+	})
+
+	t.Run("TheSameEnquiryKeepsItsKey", func(t *testing.T) {
+		api := newScriptedAPI(t, scripted{status: http.StatusCreated, body: `{"status":"completed","lead_id":"L3"}`})
+		setup := `localStorage.setItem("leadintake:` + testPK + `:enquiry", JSON.stringify({v: 1, key: "pending-key-0001", body: ` + fmt.Sprintf("%q", leadJSON) + `, supersedes: "older-key-0001", at: Date.now()}))`
+		out := submitIn(t, tab, api, lead, time.Minute, setup)
+		got := api.requests()
+		if out.Answer == nil || len(got) != 1 || got[0].Key != "pending-key-0001" || got[0].Supersedes != "older-key-0001" {
+			t.Fatalf("outcome %+v, requests %+v; want the pending key, with its Supersedes", out, got)
+		}
+	})
+
+	t.Run("AnUnknownSupersededKeyIsDropped", func(t *testing.T) {
+		api := newScriptedAPI(t,
+			scripted{status: http.StatusUnprocessableEntity, body: `{"error":{"code":"supersedes_unknown","message":"x"}}`},
+			scripted{status: http.StatusCreated, body: `{"status":"completed","lead_id":"L4"}`},
+		)
+		setup := `localStorage.setItem("leadintake:` + testPK + `:enquiry", JSON.stringify({v: 1, key: "never-sent-0001", body: "{}", supersedes: null, at: Date.now()}))`
+		out := submitIn(t, tab, api, lead, time.Minute, setup)
+		got := api.requests()
+		if out.Answer == nil || out.Answer.Status != "completed" || len(got) != 2 {
+			t.Fatalf("outcome %+v, requests %+v", out, got)
+		}
+		if got[0].Supersedes != "never-sent-0001" || got[1].Supersedes != "" || got[1].Key != got[0].Key {
+			t.Errorf("requests %+v, want the same key again without Supersedes", got)
+		}
+	})
+
+	t.Run("ARefusalIsFinal", func(t *testing.T) {
+		api := newScriptedAPI(t, scripted{status: http.StatusUnprocessableEntity,
+			body: `{"error":{"code":"validation_failed","message":"x","details":[{"field":"email","problem":"is required"}]}}`})
+		out := submitIn(t, tab, api, lead, time.Minute, clearStorage)
+		if out.Answer == nil || out.Answer.Status != "refused" || out.Answer.Error == nil || out.Answer.Error.Code != "validation_failed" ||
+			len(out.Answer.Error.Details) != 1 || out.Pending != "" || len(api.requests()) != 1 {
+			t.Fatalf("outcome %+v, want refused validation_failed with its details, nothing pending, one request", out)
+		}
+	})
+
+	t.Run("ALongRateLimitIsFinal", func(t *testing.T) {
+		api := newScriptedAPI(t, scripted{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "600"},
+			body: `{"error":{"code":"rate_limited","message":"x"}}`})
+		out := submitIn(t, tab, api, lead, time.Minute, clearStorage)
+		if out.Answer == nil || out.Answer.Status != "refused" || out.Answer.Error == nil || out.Answer.Error.Code != "rate_limited" || out.Answer.RetryAfter != 600 {
+			t.Fatalf("outcome %+v, want refused rate_limited, retryAfter 600", out)
+		}
+	})
+
+	t.Run("NoAnswerInTimeIsUncertain", func(t *testing.T) {
+		busy := scripted{status: http.StatusServiceUnavailable, header: map[string]string{"Retry-After": "1"}, body: `{"error":{"code":"store_unavailable","message":"x"}}`}
+		api := newScriptedAPI(t, busy, busy, busy, busy, busy, busy)
+		out := submitIn(t, tab, api, lead, 2500*time.Millisecond, clearStorage)
+		if out.Error != "OutcomeUnknown" || out.Saved || out.Key == "" || !strings.Contains(out.Pending, out.Key) {
+			t.Fatalf("outcome %+v, want OutcomeUnknown, not saved, the enquiry still pending under its key", out)
+		}
+		if last := out.Events[len(out.Events)-1]; last != "uncertain" {
+			t.Errorf("events %q, want uncertain last", out.Events)
+		}
+	})
+}
