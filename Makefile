@@ -22,6 +22,7 @@ run: ## run the whole system locally: migrations, api, worker, fake downstream
 test: ## every test, against a real PostgreSQL, with -race (and Chromium for River UI)
 	./scripts/postgres.sh
 	./scripts/chromium.sh
+	./scripts/promtool.sh
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
