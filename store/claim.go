@@ -448,26 +448,107 @@ func (p *Peeked) Answer() (*ClaimResult, bool) {
 	}
 }
 
+// peekColumns are what Peek reads of a key k ($3: the code of a failure
+// that a retry re-opens).
+const peekColumns = `k.state, k.lead_id, k.fingerprint, k.raw_hash, k.response_status, k.response_body,
+       coalesce(k.state = 'failed' AND k.failure_code = $3 AND k.superseded_by IS NULL
+         AND NOT EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND l.erased_at IS NOT NULL), false)`
+
+const peekSQL = `
+SELECT ` + peekColumns + `
+FROM idempotency_keys k
+WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`
+
+// peekManySQL reads the keys of a group of peeks at once; n is the peek's
+// place in the group, from 1.
+const peekManySQL = `
+SELECT g.n, ` + peekColumns + `
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(client_id, key, n)
+JOIN idempotency_keys k ON k.client_id = g.client_id AND k.key = g.key
+WHERE k.expires_at IS NULL OR k.expires_at > now()`
+
 // Peek reads the client's key in one statement outside any transaction,
 // and returns ErrNotFound when there is none or it expired. It decides
 // nothing a claim decides: a key it does not find may be claimed by
 // someone else a moment later, and only Claim claims. It lets the api
 // answer retries of keys that exist (replays, keys in progress,
 // mismatches) without a transaction, and spare them the rate limit of new
-// submissions.
+// submissions. With GroupClaims, concurrent peeks are read together, in
+// one statement.
 func (s *Store) Peek(ctx context.Context, clientID, key string) (*Peeked, error) {
+	if s.peeks == nil {
+		return scanPeeked(s.db.QueryRow(ctx, peekSQL, clientID, key, response.CodeDownstreamUnavailable))
+	}
+	p := &pendingPeek{clientID: clientID, key: key, done: make(chan struct{})}
+	s.peeks.add(p)
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("peek: %w", ctx.Err())
+	}
+}
+
+// pendingPeek is one peek waiting for its group.
+type pendingPeek struct {
+	clientID, key string
+	res           *Peeked
+	err           error
+	done          chan struct{}
+}
+
+// peekGroup reads a group of peeks in one statement.
+func (s *Store) peekGroup(group []*pendingPeek) {
+	defer func() {
+		for _, p := range group {
+			close(p.done)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), s.group.opts.Timeout)
+	defer cancel()
+	clients, keys := make([]string, len(group)), make([]string, len(group))
+	for i, p := range group {
+		clients[i], keys[i] = p.clientID, p.key
+	}
+	rows, err := s.pool.Query(ctx, peekManySQL, clients, keys, response.CodeDownstreamUnavailable)
+	if err == nil {
+		for rows.Next() {
+			var n int
+			var pk Peeked
+			var status *int16
+			var body []byte
+			if err = rows.Scan(&n, &pk.State, &pk.LeadID, &pk.Fingerprint, &pk.RawHash, &status, &body, &pk.Reopenable); err != nil {
+				break
+			}
+			if status != nil {
+				pk.Response = response.Final{Status: int(*status), Body: body}
+			}
+			if n >= 1 && n <= len(group) {
+				group[n-1].res = &pk
+			}
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	for _, p := range group {
+		switch {
+		case err != nil:
+			p.res, p.err = nil, fmt.Errorf("peek: %w", err)
+		case p.res == nil:
+			p.err = ErrNotFound
+		}
+	}
+}
+
+func scanPeeked(row pgx.Row) (*Peeked, error) {
 	var (
 		p      Peeked
 		status *int16
 		body   []byte
 	)
-	err := s.db.QueryRow(ctx, `
-SELECT k.state, k.lead_id, k.fingerprint, k.raw_hash, k.response_status, k.response_body,
-       coalesce(k.state = 'failed' AND k.failure_code = $3 AND k.superseded_by IS NULL
-         AND NOT EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND l.erased_at IS NOT NULL), false)
-FROM idempotency_keys k
-WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`,
-		clientID, key, response.CodeDownstreamUnavailable).Scan(&p.State, &p.LeadID, &p.Fingerprint, &p.RawHash, &status, &body, &p.Reopenable)
+	err := row.Scan(&p.State, &p.LeadID, &p.Fingerprint, &p.RawHash, &status, &body, &p.Reopenable)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,8 +35,9 @@ type GroupOpts struct {
 // starts as soon as a connection slot is free, with the claims that arrived
 // meanwhile. A key the group finds taken, an amendment, and every claim of
 // a group that failed go the single way (Claim's own transaction), so that
-// one bad request never fails another. It needs a store on a pool, and is
-// set once, before the store is used.
+// one bad request never fails another. Concurrent peeks (Peek) are read
+// together the same way, in one statement. It needs a store on a pool, and
+// is set once, before the store is used.
 func (s *Store) GroupClaims(o GroupOpts) error {
 	if s.pool == nil {
 		return errors.New("store: group commit needs a store on a pool")
@@ -48,18 +48,18 @@ func (s *Store) GroupClaims(o GroupOpts) error {
 	o.MaxGroup = cmp.Or(o.MaxGroup, 64)
 	o.MaxInFlight = cmp.Or(o.MaxInFlight, 4)
 	o.Timeout = cmp.Or(o.Timeout, 5*time.Second)
-	s.group = &claimGroup{store: s, opts: o}
+	g := &claimGroup{store: s, opts: o}
+	g.batches = batcher[*groupedClaim]{maxBatch: o.MaxGroup, maxInFlight: o.MaxInFlight, run: g.commitGroup}
+	s.group = g
+	s.peeks = &batcher[*pendingPeek]{maxBatch: o.MaxGroup, maxInFlight: o.MaxInFlight, run: s.peekGroup}
 	return nil
 }
 
 // claimGroup gathers claims of new keys and commits them in groups.
 type claimGroup struct {
-	store *Store
-	opts  GroupOpts
-
-	mu       sync.Mutex
-	queue    []*groupedClaim
-	inFlight int
+	store   *Store
+	opts    GroupOpts
+	batches batcher[*groupedClaim]
 }
 
 // groupedClaim is one claim waiting for its group.
@@ -81,14 +81,7 @@ func (g *claimGroup) claim(ctx context.Context, p *ClaimParams) (*ClaimResult, b
 		return nil, false, fmt.Errorf("claim: lead id: %w", err)
 	}
 	c := &groupedClaim{p: p, leadID: leadID, done: make(chan struct{})}
-	g.mu.Lock()
-	g.queue = append(g.queue, c)
-	if g.inFlight < g.opts.MaxInFlight {
-		g.inFlight++
-		go g.commitGroups()
-	}
-	g.mu.Unlock()
-
+	g.batches.add(c)
 	select {
 	case <-c.done:
 	case <-ctx.Done():
@@ -101,29 +94,14 @@ func (g *claimGroup) claim(ctx context.Context, p *ClaimParams) (*ClaimResult, b
 	return &ClaimResult{Outcome: OutcomeClaimed, State: KeyProcessing, LeadID: leadID}, true, nil
 }
 
-// commitGroups commits groups of waiting claims until none waits.
-func (g *claimGroup) commitGroups() {
-	for {
-		g.mu.Lock()
-		n := min(len(g.queue), g.opts.MaxGroup)
-		if n == 0 {
-			g.inFlight--
-			g.mu.Unlock()
-			return
-		}
-		group := make([]*groupedClaim, n)
-		copy(group, g.queue)
-		g.queue = append(g.queue[:0], g.queue[n:]...)
-		g.mu.Unlock()
-
-		ctx, cancel := context.WithTimeout(context.Background(), g.opts.Timeout)
-		// A group that failed claimed nothing: its claims go the single
-		// way, each on its own.
-		_ = g.commit(ctx, group)
-		cancel()
-		for _, c := range group {
-			close(c.done)
-		}
+// commitGroup commits one group. A group that failed claimed nothing: its
+// claims go the single way, each on its own.
+func (g *claimGroup) commitGroup(group []*groupedClaim) {
+	ctx, cancel := context.WithTimeout(context.Background(), g.opts.Timeout)
+	defer cancel()
+	_ = g.commit(ctx, group)
+	for _, c := range group {
+		close(c.done)
 	}
 }
 

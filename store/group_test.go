@@ -169,6 +169,35 @@ func TestGroupClaims(t *testing.T) {
 		}
 	})
 
+	t.Run("PeeksTogether", func(t *testing.T) {
+		t.Parallel()
+		s, _ := setupGroup(t)
+		var single atomic.Int64
+		var ps []*store.ClaimParams
+		for range 20 {
+			p := claimParams(t, validBody, &single)
+			p.RawHash = lead.RawHash([]byte(validBody), "")
+			ps = append(ps, p)
+		}
+		claimed := claimAll(t, s, ps)
+		var wg sync.WaitGroup
+		for i, p := range ps {
+			wg.Go(func() {
+				got, err := s.Peek(t.Context(), "a", p.Key)
+				if err != nil || got.LeadID != claimed[i].LeadID || got.State != store.KeyProcessing ||
+					string(got.Fingerprint) != string(p.Payload.Fingerprint[:]) || string(got.RawHash) != string(p.RawHash) {
+					t.Errorf("peek of claimed key %d: %+v %v", i, got, err)
+				}
+			})
+			wg.Go(func() {
+				if got, err := s.Peek(t.Context(), "b", p.Key); !errors.Is(err, store.ErrNotFound) {
+					t.Errorf("peek of another client's key: %+v %v", got, err)
+				}
+			})
+		}
+		wg.Wait()
+	})
+
 	t.Run("NeedsAPool", func(t *testing.T) {
 		t.Parallel()
 		m := &manyJobs{}

@@ -257,11 +257,11 @@ func (s *Store) Finish(ctx context.Context, run Run, f *Finish, inTx func(pgx.Tx
 		failure = nullIfEmpty(f.FailureCode)
 	}
 	done := &Finished{}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTxStartingWith(ctx, finishSQL, []any{run.LeadID, run.Seq, f.KeyState, status, body, failure, f.Retention,
+		f.Score, nullIfEmpty(f.Tier), f.State.CRM, nullIfEmpty(f.State.CRMID), nullIfEmpty(f.State.Notification),
+		warnings, f.State.CRMNotUpdated}, func(tx pgx.Tx, first pgx.Row) error {
 		var ignored bool
-		err := tx.QueryRow(ctx, finishSQL, run.LeadID, run.Seq, f.KeyState, status, body, failure, f.Retention,
-			f.Score, nullIfEmpty(f.Tier), f.State.CRM, nullIfEmpty(f.State.CRMID), nullIfEmpty(f.State.Notification),
-			warnings, f.State.CRMNotUpdated).Scan(&done.WakeJobID, &ignored)
+		err := first.Scan(&done.WakeJobID, &ignored)
 		switch {
 		case err == nil:
 			done.Applied = true

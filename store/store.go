@@ -68,9 +68,10 @@ type Store struct {
 	pool *pgxpool.Pool
 	// migrated is set once Ready found every migration applied.
 	migrated atomic.Bool
-	// group commits claims of new keys together (GroupClaims); nil for
-	// none.
+	// group commits claims of new keys together, and peeks reads keys
+	// together (GroupClaims); nil for none.
 	group *claimGroup
+	peeks *batcher[*pendingPeek]
 }
 
 // New returns a Store on db.
@@ -78,6 +79,48 @@ func New(db DB) *Store {
 	s := &Store{db: db}
 	s.pool, _ = db.(*pgxpool.Pool)
 	return s
+}
+
+// inTxStartingWith runs, in a transaction, stmt with args (one row) and
+// then fn with that row, and commits when fn returns nil. On a pool, BEGIN
+// travels with stmt in one round trip.
+func (s *Store) inTxStartingWith(ctx context.Context, stmt string, args []any, fn func(pgx.Tx, pgx.Row) error) error {
+	if s.pool == nil {
+		return s.inTx(ctx, func(tx pgx.Tx) error {
+			return fn(tx, tx.QueryRow(ctx, stmt, args...))
+		})
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	tx, first := beginWith(ctx, conn.Conn(), stmt, args...)
+	defer func() { _ = tx.Rollback(ctx) }()
+	row := &closingRow{row: first.QueryRow(), results: first}
+	if err := fn(tx, row); err != nil {
+		_ = first.Close()
+		return err
+	}
+	if err := first.Close(); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// closingRow is the first row of a beginWith batch: scanning it closes the
+// batch's results, so that the transaction can go on.
+type closingRow struct {
+	row     pgx.Row
+	results *beginResults
+}
+
+func (r *closingRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if cerr := r.results.Close(); cerr != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
+		err = cerr
+	}
+	return err
 }
 
 // inTx runs fn in a transaction on the store's database, and commits it
