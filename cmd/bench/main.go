@@ -67,7 +67,13 @@ var allPhases = []string{"pgbench", "claims", "paced", "wait", "burst", "system"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
+	var err error
+	switch args := os.Args[1:]; {
+	case len(args) > 0 && args[0] == "scale":
+		err = runScale(ctx, args[1:])
+	default:
+		err = run(ctx, args)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
