@@ -71,6 +71,8 @@ func main() {
 	switch args := os.Args[1:]; {
 	case len(args) > 0 && args[0] == "scale":
 		err = runScale(ctx, args[1:])
+	case len(args) > 0 && args[0] == "plot":
+		err = runPlot(args[1:])
 	default:
 		err = run(ctx, args)
 	}
