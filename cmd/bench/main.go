@@ -9,10 +9,17 @@
 //  2. the service: the real api and worker binaries on a fresh database,
 //     the fake downstream in this process, driven over HTTP: new claims per
 //     second (worker stopped), the time from POST to notification at a paced
-//     rate, completed leads per second for a burst, replays per second of
-//     finished keys;
-//  3. the ratios to the limit, the peak RSS of api and worker, and the
-//     targets, printed and written as JSON (-out).
+//     rate, the time from POST to the final answer of a request that asks to
+//     wait (Prefer: wait), completed leads per second for a burst, the whole
+//     system (new leads closed-loop, worker running: leads finished per
+//     second, and the backlog left), replays per second of finished keys;
+//  3. the ratios to the limit, the peak RSS of api and worker, the targets,
+//     and n8n's figures for the same template beside ours, printed and
+//     written as JSON (-out).
+//
+// `bench scale` (`make bench-scale`) measures how the cost grows with the
+// rows already in the tables, and the clean-up of expired keys; `bench
+// plot` draws its results as a PNG.
 //
 // Figures are meaningless while other heavy work runs on the machine: use
 // -max-load to wait for a quiet one.
