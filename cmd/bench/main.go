@@ -97,7 +97,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before the claims and replays phases")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of pgbench and of the load generator")
 	fs.IntVar(&o.threads, "threads", 0, "pgbench threads (-j); 0 means the number of CPUs")
-	fs.Float64Var(&o.rate, "rate", 100, "leads per second of the paced phase")
+	fs.Float64Var(&o.rate, "rate", 100, "leads per second of the paced and the Prefer: wait phases")
 	fs.DurationVar(&o.paced, "paced", 25*time.Second, "length of the paced phase and of the Prefer: wait phase")
 	fs.IntVar(&o.wait, "prefer-wait", 5, "seconds of Prefer: wait in the wait phase")
 	fs.DurationVar(&o.system, "system", 30*time.Second, "length of the whole-system phase (new leads closed-loop, worker running)")
