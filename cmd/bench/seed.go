@@ -64,9 +64,10 @@ func seedKey(prefix string, n int) string {
 // would be.
 const seedSQL = `
 WITH t AS (
-    SELECT k.fingerprint, k.response_status, k.response_body::text AS body, k.lead_id::text AS tmpl_lead,
-           l.crm_id AS tmpl_crm, l.submission, l.enrichment_outcome, l.enrichment, l.score, l.tier,
-           l.notify_outcome, l.warnings, l.finished_at - l.created_at AS took
+    SELECT k.fingerprint, k.raw_hash, k.response_status, k.response_body::text AS body,
+           k.lead_id::text AS tmpl_lead, l.crm_id AS tmpl_crm, l.submission, l.enrichment_outcome,
+           l.enrichment, l.enrichment_failures, l.score, l.tier, l.crm_state, l.crm_not_updated,
+           l.notify_outcome, l.notify_failures, l.warnings, l.run, l.finished_at - l.created_at AS took
     FROM idempotency_keys k JOIN leads l ON l.id = k.lead_id
     WHERE k.client_id = $1 AND k.key = $2 AND k.state = 'completed'
 ), g AS MATERIALIZED (
@@ -80,23 +81,23 @@ WITH t AS (
         FROM generate_series($4::bigint, $5::bigint) n
     ) s, t
 ), k AS (
-    INSERT INTO idempotency_keys (client_id, key, fingerprint, state, lead_id, response_status, response_body,
+    INSERT INTO idempotency_keys (client_id, key, fingerprint, raw_hash, state, lead_id, response_status, response_body,
         created_at, updated_at, finished_at, expires_at)
-    SELECT $1, g.key, t.fingerprint, 'completed', g.lead_id, t.response_status,
+    SELECT $1, g.key, t.fingerprint, t.raw_hash, 'completed', g.lead_id, t.response_status,
            replace(replace(t.body, '"' || t.tmpl_lead || '"', '"' || g.lead_id || '"'),
                    '"' || t.tmpl_crm || '"', '"' || g.crm_id || '"')::json,
            g.finished_at - t.took, g.finished_at, g.finished_at, g.finished_at + $8::interval
     FROM g, t ORDER BY g.key
 )
 INSERT INTO leads (id, client_id, idempotency_key, external_ref, submission, created_at, updated_at,
-    enrichment_outcome, enrichment, score, tier, crm_state, crm_id, notify_outcome, warnings, finished_at,
-    run, email_hmac)
+    enrichment_outcome, enrichment, enrichment_failures, score, tier, crm_state, crm_id, crm_not_updated,
+    notify_outcome, notify_failures, warnings, finished_at, run, email_hmac)
 SELECT g.lead_id, $1, g.key,
        'li_' || rtrim(translate(encode(sha256('leadintake/external_ref/v1'::bytea || '\x00'::bytea
            || convert_to($1, 'UTF8') || '\x00'::bytea || convert_to(g.key, 'UTF8')), 'base64'), '+/', '-_'), '='),
-       t.submission, g.finished_at - t.took, g.finished_at, t.enrichment_outcome, t.enrichment, t.score, t.tier,
-       'accepted', g.crm_id, t.notify_outcome, t.warnings, g.finished_at, 1,
-       sha256(convert_to('email-' || $3::text || g.n, 'UTF8'))
+       t.submission, g.finished_at - t.took, g.finished_at, t.enrichment_outcome, t.enrichment,
+       t.enrichment_failures, t.score, t.tier, t.crm_state, g.crm_id, t.crm_not_updated, t.notify_outcome,
+       t.notify_failures, t.warnings, g.finished_at, t.run, sha256(convert_to('email-' || $3::text || g.n, 'UTF8'))
 FROM g, t ORDER BY g.lead_id`
 
 // seeder writes seeded rows over a connection of its own, with settings
@@ -155,7 +156,9 @@ func (s *seeder) seed(ctx context.Context, kind seedKind, first, n int) error {
 }
 
 // check reads the seeded key of number n of kind with its lead, and checks
-// it against what the service writes: the external reference intake
+// it against what the service writes: the template's request (fingerprint
+// and raw hash, so that a replay of the bench body is recognised as it would
+// be for a key the api claimed), the external reference intake
 // derives from client and key, a UUIDv7 lead id of the lead's creation
 // time, an email HMAC of 32 bytes, a stored response naming the lead and
 // its CRM id, the key's expiry KEY_RETENTION after it finished, and a
@@ -169,11 +172,15 @@ func (s *seeder) check(ctx context.Context, kind seedKind, n int) error {
 		created, finished, expire time.Time
 		now                       time.Time
 	)
+	var sameRequest bool
 	err := s.conn.QueryRow(ctx, `
-SELECT l.id, l.external_ref, l.crm_id, l.email_hmac, k.response_body, l.created_at, k.finished_at, k.expires_at, now()
-FROM idempotency_keys k JOIN leads l ON l.id = k.lead_id AND l.client_id = k.client_id AND l.idempotency_key = k.key
+SELECT l.id, l.external_ref, l.crm_id, l.email_hmac, k.response_body, l.created_at, k.finished_at, k.expires_at, now(),
+       k.fingerprint = t.fingerprint AND k.raw_hash IS NOT DISTINCT FROM t.raw_hash
+FROM idempotency_keys k
+JOIN leads l ON l.id = k.lead_id AND l.client_id = k.client_id AND l.idempotency_key = k.key
+JOIN idempotency_keys t ON t.client_id = k.client_id AND t.key = $3
 WHERE k.client_id = $1 AND k.key = $2 AND k.state = 'completed' AND l.finished_at = k.finished_at`,
-		benchClient, key).Scan(&leadID, &ref, &crmID, &hmac, &body, &created, &finished, &expire, &now)
+		benchClient, key, s.tmpl.Key).Scan(&leadID, &ref, &crmID, &hmac, &body, &created, &finished, &expire, &now, &sameRequest)
 	if err != nil {
 		return fmt.Errorf("seeded key %s (%s%d): %w", key, kind.prefix, n, err)
 	}
@@ -184,6 +191,8 @@ WHERE k.client_id = $1 AND k.key = $2 AND k.state = 'completed' AND l.finished_a
 	}
 	ms := int64(binary.BigEndian.Uint64(append([]byte{0, 0}, leadID[:6]...)))
 	switch {
+	case !sameRequest:
+		return fmt.Errorf("seeded key %s: not the template's fingerprint and raw request hash", key)
 	case ref != intake.ExternalRef(benchClient, key):
 		return fmt.Errorf("seeded key %s: external_ref %s, the api would write %s", key, ref, intake.ExternalRef(benchClient, key))
 	case leadID.Version() != 7 || ms != created.UnixMilli():
