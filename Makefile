@@ -8,7 +8,7 @@ TEST_TIMEOUT ?= 12m
 STATICCHECK_VERSION = v0.8.2
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench soak vuln lint build
+.PHONY: help run test fuzz bench bench-scale bench-plot soak vuln lint build
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -32,6 +32,13 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 bench: ## measure throughput and latency against PostgreSQL's own limit (see BENCHMARKS.md)
 	./scripts/postgres.sh
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
+
+bench-scale: ## how cost grows with 10k, 1M and 10M rows in the tables, and the clean-up (long; BENCH_SCALE_FLAGS)
+	./scripts/postgres.sh
+	$(GO) run ./cmd/bench scale $(BENCH_SCALE_FLAGS)
+
+bench-plot: ## draw docs/bench-scale.png from bench-scale.json
+	$(GO) run ./cmd/bench plot -in bench-scale.json -out docs/bench-scale.png
 
 soak: ## a chaos soak of the whole system (about 2 minutes; SOAK_FLAGS=-duration=10m for longer)
 	./scripts/postgres.sh

@@ -42,6 +42,8 @@ type answer struct {
 	leadID   string
 	body     []byte
 	latency  time.Duration
+	// applied is the Preference-Applied header.
+	applied string
 }
 
 // What post reads of the answer besides its status and headers.
@@ -53,6 +55,12 @@ const (
 
 // post submits the bench body under key.
 func (g *loadGen) post(ctx context.Context, key string, read int) (answer, error) {
+	return g.postPrefer(ctx, key, read, "")
+}
+
+// postPrefer submits the bench body under key with a Prefer header (none
+// when prefer is empty), such as "wait=5".
+func (g *loadGen) postPrefer(ctx context.Context, key string, read int, prefer string) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url, bytes.NewReader(g.body))
 	if err != nil {
 		return answer{}, err
@@ -60,6 +68,9 @@ func (g *loadGen) post(ctx context.Context, key string, read int) (answer, error
 	req.Header.Set("Authorization", "Bearer "+g.token)
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("Content-Type", "application/json")
+	if prefer != "" {
+		req.Header.Set("Prefer", prefer)
+	}
 	start := time.Now()
 	resp, err := g.client.Do(req)
 	if err != nil {
@@ -80,6 +91,7 @@ func (g *loadGen) post(ctx context.Context, key string, read int) (answer, error
 	resp.Body.Close()
 	a.latency = time.Since(start)
 	a.status, a.replayed = resp.StatusCode, resp.Header.Get("Idempotent-Replayed")
+	a.applied = resp.Header.Get("Preference-Applied")
 	return a, err
 }
 
@@ -99,10 +111,18 @@ type loadResult struct {
 	FirstError string `json:"first_error,omitempty"`
 }
 
+// windowHooks are called at the edges of a closed loop's measured window:
+// Start just before the first counted request may be sent, End just after
+// the last one was, while the clients still run. Either may be nil.
+type windowHooks struct {
+	Start, End func()
+}
+
 // closedLoop runs clients goroutines, each sending one request after the
 // other: first for warmup (not counted), then for d. do(w, i) sends the i-th
 // request of goroutine w and says whether its answer was the expected one.
-func closedLoop(ctx context.Context, clients int, warmup, d time.Duration, do func(ctx context.Context, w, i int) (answer, error), ok func(answer) bool) *loadResult {
+// hooks may be nil.
+func closedLoop(ctx context.Context, clients int, warmup, d time.Duration, do func(ctx context.Context, w, i int) (answer, error), ok func(answer) bool, hooks *windowHooks) *loadResult {
 	var (
 		measuring atomic.Bool
 		stop      atomic.Bool
@@ -156,6 +176,12 @@ func closedLoop(ctx context.Context, clients int, warmup, d time.Duration, do fu
 		}()
 	}
 	sleepCtx(ctx, warmup)
+	if hooks == nil {
+		hooks = &windowHooks{}
+	}
+	if hooks.Start != nil {
+		hooks.Start()
+	}
 	before := takeCPU(benchPIDs()...)
 	start := time.Now()
 	measuring.Store(true)
@@ -163,6 +189,9 @@ func closedLoop(ctx context.Context, clients int, warmup, d time.Duration, do fu
 	measuring.Store(false)
 	elapsed := time.Since(start)
 	after := takeCPU(benchPIDs()...)
+	if hooks.End != nil {
+		hooks.End()
+	}
 	stop.Store(true)
 	wg.Wait()
 
@@ -195,5 +224,51 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):
+	}
+}
+
+// openLoop calls send(i) in a goroutine of its own every 1/rate from now,
+// whatever the answers to the earlier calls (an open loop), until d has
+// passed or until is closed (a nil until never is), and waits for every
+// call to return. It returns the number of calls and how long sending took.
+func openLoop(ctx context.Context, rate float64, d time.Duration, until <-chan struct{}, send func(ctx context.Context, i int)) (int, time.Duration) {
+	interval := time.Duration(float64(time.Second) / rate)
+	var wg sync.WaitGroup
+	start := time.Now()
+	n := 0
+	for ; ; n++ {
+		at := start.Add(time.Duration(n) * interval)
+		if at.Sub(start) >= d {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-until:
+		case <-time.After(time.Until(at)):
+		}
+		if ctx.Err() != nil || closed(until) {
+			break
+		}
+		i := n
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			send(ctx, i)
+		}()
+	}
+	elapsed := time.Since(start)
+	wg.Wait()
+	return n, elapsed
+}
+
+func closed(c <-chan struct{}) bool {
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }

@@ -9,10 +9,17 @@
 //  2. the service: the real api and worker binaries on a fresh database,
 //     the fake downstream in this process, driven over HTTP: new claims per
 //     second (worker stopped), the time from POST to notification at a paced
-//     rate, completed leads per second for a burst, replays per second of
-//     finished keys;
-//  3. the ratios to the limit, the peak RSS of api and worker, and the
-//     targets, printed and written as JSON (-out).
+//     rate, the time from POST to the final answer of a request that asks to
+//     wait (Prefer: wait), completed leads per second for a burst, the whole
+//     system (new leads closed-loop, worker running: leads finished per
+//     second, and the backlog left), replays per second of finished keys;
+//  3. the ratios to the limit, the peak RSS of api and worker, the targets,
+//     and n8n's figures for the same template beside ours, printed and
+//     written as JSON (-out).
+//
+// `bench scale` (`make bench-scale`) measures how the cost grows with the
+// rows already in the tables, and the clean-up of expired keys; `bench
+// plot` draws its results as a PNG.
 //
 // Figures are meaningless while other heavy work runs on the machine: use
 // -max-load to wait for a quiet one.
@@ -56,18 +63,26 @@ const benchBody = `{"email":"ada.lovelace@analytical-engines.example","source":"
 var selfPID = os.Getpid()
 
 type options struct {
-	duration, warmup, paced, maxWait time.Duration
-	clients, threads, burst, prefill int
-	rate, maxLoad                    float64
-	out, serverURL, pgbench          string
-	phases                           map[string]bool
+	duration, warmup, paced, maxWait, system time.Duration
+	clients, threads, burst, prefill, wait   int
+	rate, maxLoad                            float64
+	out, serverURL, pgbench                  string
+	phases                                   map[string]bool
 }
 
-var allPhases = []string{"pgbench", "claims", "paced", "burst", "replays"}
+var allPhases = []string{"pgbench", "claims", "paced", "wait", "burst", "system", "replays"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
+	var err error
+	switch args := os.Args[1:]; {
+	case len(args) > 0 && args[0] == "scale":
+		err = runScale(ctx, args[1:])
+	case len(args) > 0 && args[0] == "plot":
+		err = runPlot(args[1:])
+	default:
+		err = run(ctx, args)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -82,8 +97,10 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before the claims and replays phases")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of pgbench and of the load generator")
 	fs.IntVar(&o.threads, "threads", 0, "pgbench threads (-j); 0 means the number of CPUs")
-	fs.Float64Var(&o.rate, "rate", 100, "leads per second of the paced phase")
-	fs.DurationVar(&o.paced, "paced", 25*time.Second, "length of the paced phase")
+	fs.Float64Var(&o.rate, "rate", 100, "leads per second of the paced and the Prefer: wait phases")
+	fs.DurationVar(&o.paced, "paced", 25*time.Second, "length of the paced phase and of the Prefer: wait phase")
+	fs.IntVar(&o.wait, "prefer-wait", 5, "seconds of Prefer: wait in the wait phase")
+	fs.DurationVar(&o.system, "system", 30*time.Second, "length of the whole-system phase (new leads closed-loop, worker running)")
 	fs.IntVar(&o.burst, "burst", 3000, "leads of the burst phase")
 	fs.IntVar(&o.prefill, "prefill", 10000, "finished keys in the table pgbench's select reads")
 	fs.StringVar(&o.out, "out", "bench-results.json", "where to write the results as JSON")
@@ -105,8 +122,8 @@ func parseFlags(args []string) (*options, error) {
 		}
 		o.phases[p] = true
 	}
-	if o.clients < 1 || o.burst < 1 || o.rate <= 0 || o.duration <= 0 || o.prefill < 1 {
-		return nil, errors.New("-clients, -burst, -rate, -duration and -prefill must be positive")
+	if o.clients < 1 || o.burst < 1 || o.rate <= 0 || o.duration <= 0 || o.prefill < 1 || o.system <= 0 || o.wait < 1 || o.paced <= 0 {
+		return nil, errors.New("-clients, -burst, -rate, -duration, -paced, -system, -prefer-wait and -prefill must be positive")
 	}
 	if o.threads <= 0 {
 		o.threads = min(o.clients, max(1, numCPU()))
@@ -127,7 +144,9 @@ type results struct {
 		Clients  int     `json:"clients"`
 		Rate     float64 `json:"rate"`
 		Paced    string  `json:"paced"`
+		Wait     int     `json:"prefer_wait_s"`
 		Burst    int     `json:"burst"`
+		System   string  `json:"system"`
 		Phases   string  `json:"phases"`
 	} `json:"flags"`
 	Pgbench struct {
@@ -139,7 +158,11 @@ type results struct {
 		// Claims: every request a new key, answered 202 and not replayed.
 		Claims *loadResult  `json:"claims,omitempty"`
 		Paced  *pacedResult `json:"paced,omitempty"`
+		Wait   *waitResult  `json:"prefer_wait,omitempty"`
 		Burst  *burstResult `json:"burst,omitempty"`
+		// System: new leads closed-loop with the worker running; the
+		// leads finished per second.
+		System *systemResult `json:"system,omitempty"`
 		// Replays: POSTs of finished keys, answered 201, replayed, with
 		// the stored body byte for byte.
 		Replays *loadResult   `json:"replays,omitempty"`
@@ -147,6 +170,7 @@ type results struct {
 		Config  serviceConfig `json:"config"`
 	} `json:"service"`
 	Ratios struct {
+		SystemToPgbenchClaim   float64 `json:"system_to_pgbench_claim,omitempty"`
 		ClaimsToPgbenchClaim   float64 `json:"claims_to_pgbench_claim,omitempty"`
 		ReplaysToPgbenchSelect float64 `json:"replays_to_pgbench_select,omitempty"`
 		ReplaysToPgbenchReplay float64 `json:"replays_to_pgbench_replay_tx,omitempty"`
@@ -155,15 +179,20 @@ type results struct {
 		APIPeakMiB    float64 `json:"api_peak_mib,omitempty"`
 		WorkerPeakMiB float64 `json:"worker_peak_mib,omitempty"`
 	} `json:"rss"`
-	Targets  []target   `json:"targets"`
-	LoadEnd  [3]float64 `json:"load_at_end"`
-	Warnings []string   `json:"warnings,omitempty"`
+	Targets []target `json:"targets"`
+	// N8n compares with n8n's figures for the same template on this
+	// machine, measured separately (constants, not measured by this bench).
+	N8n      []comparison `json:"n8n_comparison,omitempty"`
+	LoadEnd  [3]float64   `json:"load_at_end"`
+	Warnings []string     `json:"warnings,omitempty"`
 }
 
 type serviceConfig struct {
 	ClaimsPhaseWorker  string `json:"claims_phase_worker"`
 	ReplaysPhaseWorker string `json:"replays_phase_worker"`
 	NotifyMeasuredAt   string `json:"notify_measured_at"`
+	WaitMeasured       string `json:"prefer_wait_measured"`
+	SystemMeasured     string `json:"system_measured"`
 }
 
 type target struct {
@@ -191,6 +220,7 @@ func run(ctx context.Context, args []string) error {
 	res.Command = strings.TrimSpace("go run ./cmd/bench " + strings.Join(args, " "))
 	res.Flags.Duration, res.Flags.Clients, res.Flags.Rate = o.duration.String(), o.clients, o.rate
 	res.Flags.Paced, res.Flags.Burst = o.paced.String(), o.burst
+	res.Flags.Wait, res.Flags.System = o.wait, o.system.String()
 	var phases []string
 	for _, p := range allPhases {
 		if o.phases[p] {
@@ -252,7 +282,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		checkQuiet("after pgbench")
 	}
-	if o.phases["claims"] || o.phases["paced"] || o.phases["burst"] || o.phases["replays"] {
+	if o.phases["claims"] || o.phases["paced"] || o.phases["wait"] || o.phases["burst"] || o.phases["system"] || o.phases["replays"] {
 		if err := runServicePhases(ctx, o, bins, &res, warn); err != nil {
 			return err
 		}
@@ -260,28 +290,8 @@ func run(ctx context.Context, args []string) error {
 	checkQuiet("at end")
 	res.LoadEnd = loadAvg()
 
-	if c, s := res.Service.Claims, res.Pgbench.Claim; c != nil && s != nil {
-		res.Ratios.ClaimsToPgbenchClaim = c.PerS / s.TPS
-		res.Targets = append(res.Targets, newTarget("new claims / pgbench claim tx", res.Ratios.ClaimsToPgbenchClaim, ">=", 0.7))
-	}
-	if r, s := res.Service.Replays, res.Pgbench.Select; r != nil && s != nil {
-		res.Ratios.ReplaysToPgbenchSelect = r.PerS / s.TPS
-		res.Targets = append(res.Targets, newTarget("replays / pgbench select", res.Ratios.ReplaysToPgbenchSelect, ">=", 0.5))
-	}
-	if r, s := res.Service.Replays, res.Pgbench.Replay; r != nil && s != nil {
-		res.Ratios.ReplaysToPgbenchReplay = r.PerS / s.TPS
-	}
-	if p := res.Service.Paced; p != nil {
-		res.Targets = append(res.Targets,
-			newTarget("POST-to-notification p50 (ms)", p.PostToNotify.P50Ms, "<=", 30),
-			newTarget("POST-to-notification p99 (ms)", p.PostToNotify.P99Ms, "<=", 150))
-	}
-	if res.RSS.APIPeakMiB > 0 {
-		res.Targets = append(res.Targets, newTarget("api peak RSS (MiB)", res.RSS.APIPeakMiB, "<=", 60))
-	}
-	if res.RSS.WorkerPeakMiB > 0 {
-		res.Targets = append(res.Targets, newTarget("worker peak RSS (MiB)", res.RSS.WorkerPeakMiB, "<=", 80))
-	}
+	setTargets(&res)
+	res.N8n = compareN8n(&res)
 	printSummary(&res)
 
 	b, err := json.MarshalIndent(&res, "", "  ")
@@ -293,6 +303,52 @@ func run(ctx context.Context, args []string) error {
 	}
 	fmt.Println("results written to", o.out)
 	return nil
+}
+
+// The targets, on this machine, against PostgreSQL's own limit on it.
+const (
+	targetSystemToClaim = 0.3  // whole system ÷ pgbench claim
+	targetClaimsToClaim = 0.8  // new claims (worker stopped) ÷ pgbench claim
+	targetReplaysToSel  = 0.25 // replays ÷ pgbench select
+	targetNotifyP99Ms   = 20   // POST to notification at -rate, p99
+	targetWaitP50Ms     = 10   // Prefer: wait, POST to 201, p50
+	targetWaitP99Ms     = 40   // and p99
+	targetAPIRSSMiB     = 60   // peak RSS over every phase
+	targetWorkerRSSMiB  = 80
+)
+
+// setTargets computes the ratios and lists the targets of the phases that
+// ran.
+func setTargets(res *results) {
+	if c, s := res.Service.System, res.Pgbench.Claim; c != nil && s != nil {
+		res.Ratios.SystemToPgbenchClaim = c.CompletedPerS / s.TPS
+		res.Targets = append(res.Targets, newTarget("whole system / pgbench claim tx", res.Ratios.SystemToPgbenchClaim, ">=", targetSystemToClaim))
+	}
+	if c, s := res.Service.Claims, res.Pgbench.Claim; c != nil && s != nil {
+		res.Ratios.ClaimsToPgbenchClaim = c.PerS / s.TPS
+		res.Targets = append(res.Targets, newTarget("new claims / pgbench claim tx", res.Ratios.ClaimsToPgbenchClaim, ">=", targetClaimsToClaim))
+	}
+	if r, s := res.Service.Replays, res.Pgbench.Select; r != nil && s != nil {
+		res.Ratios.ReplaysToPgbenchSelect = r.PerS / s.TPS
+		res.Targets = append(res.Targets, newTarget("replays / pgbench select", res.Ratios.ReplaysToPgbenchSelect, ">=", targetReplaysToSel))
+	}
+	if r, s := res.Service.Replays, res.Pgbench.Replay; r != nil && s != nil {
+		res.Ratios.ReplaysToPgbenchReplay = r.PerS / s.TPS
+	}
+	if p := res.Service.Paced; p != nil {
+		res.Targets = append(res.Targets, newTarget(fmt.Sprintf("POST-to-notification p99 at %.0f/s (ms)", p.Rate), p.PostToNotify.P99Ms, "<=", targetNotifyP99Ms))
+	}
+	if w := res.Service.Wait; w != nil {
+		res.Targets = append(res.Targets,
+			newTarget(fmt.Sprintf("Prefer: wait, POST to 201 p50 at %.0f/s (ms)", w.Rate), w.Final.P50Ms, "<=", targetWaitP50Ms),
+			newTarget(fmt.Sprintf("Prefer: wait, POST to 201 p99 at %.0f/s (ms)", w.Rate), w.Final.P99Ms, "<=", targetWaitP99Ms))
+	}
+	if res.RSS.APIPeakMiB > 0 {
+		res.Targets = append(res.Targets, newTarget("api peak RSS (MiB)", res.RSS.APIPeakMiB, "<=", targetAPIRSSMiB))
+	}
+	if res.RSS.WorkerPeakMiB > 0 {
+		res.Targets = append(res.Targets, newTarget("worker peak RSS (MiB)", res.RSS.WorkerPeakMiB, "<=", targetWorkerRSSMiB))
+	}
 }
 
 func newTarget(name string, v float64, op string, limit float64) target {
@@ -439,6 +495,8 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 		ClaimsPhaseWorker:  "stopped: the phase measures the claim path, as pgbench's claim script does; a running worker would take its share of the 2 cores and of PostgreSQL for the jobs the phase enqueues",
 		ReplaysPhaseWorker: "running, idle: every key is finished before the phase (it polls River every 50 ms)",
 		NotifyMeasuredAt:   "the in-process fake's handler, when POST /notify arrives, per lead_id; POST time is taken just before the request is sent",
+		WaitMeasured:       "from just before the POST is sent to the end of its answer's body; the api holds the request until the lead is finished (201) or the wait runs out (202)",
+		SystemMeasured:     systemMethod,
 	}
 
 	if o.phases["claims"] {
@@ -448,7 +506,7 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 			func(ctx context.Context, w, i int) (answer, error) {
 				return lg.post(ctx, fmt.Sprintf("claim-%s-%d-%d", run, w, i), readNothing)
 			},
-			func(a answer) bool { return a.status == 202 && a.replayed == "false" })
+			func(a answer) bool { return a.status == 202 && a.replayed == "false" }, nil)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -459,7 +517,7 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 		}
 	}
 
-	if !(o.phases["paced"] || o.phases["burst"] || o.phases["replays"]) {
+	if !(o.phases["paced"] || o.phases["wait"] || o.phases["burst"] || o.phases["system"] || o.phases["replays"]) {
 		res.RSS.APIPeakMiB = peakRSSMiB(apiPID)
 		return nil
 	}
@@ -491,6 +549,18 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 		}
 		res.Service.Paced = p
 		finishedKeys = append(finishedKeys, keys...)
+	}
+
+	if o.phases["wait"] {
+		fmt.Printf("Prefer: wait=%d: %.0f leads/s for %s...\n", o.wait, o.rate, o.paced)
+		w, err := runWaitPhase(ctx, s, lg, "wait-"+run, o.rate, o.wait, o.paced)
+		if err != nil {
+			return err
+		}
+		res.Service.Wait = w
+		if w.Expired > 0 || w.Errors > 0 {
+			warn("Prefer: wait: %d answers were 202 (the wait ran out), %d errors; the latencies are of the 201s", w.Expired, w.Errors)
+		}
 	}
 
 	if o.phases["burst"] {
@@ -527,6 +597,19 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 		finishedKeys = append(finishedKeys, keys...)
 	}
 
+	if o.phases["system"] {
+		checkpoint(ctx, dbURL)
+		fmt.Printf("system: %d clients posting new leads for %s, worker running...\n", o.clients, o.system)
+		sys, err := runSystemPhase(ctx, s, lg, "system-"+run, o.clients, o.warmup, o.system)
+		if err != nil {
+			return err
+		}
+		res.Service.System = sys
+		if sys.Failed > 0 || sys.WindowClaimsCompleted != sys.Claims.Requests {
+			warn("system: %d leads failed in the window; %d of the window's %d claims completed", sys.Failed, sys.WindowClaimsCompleted, sys.Claims.Requests)
+		}
+	}
+
 	if o.phases["replays"] {
 		fmt.Printf("replays: %d clients, %s, over %d finished keys (worker running, idle)...\n", o.clients, o.duration, len(finishedKeys))
 		// Every replay must be the stored response, byte for byte.
@@ -559,7 +642,7 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 			},
 			func(a answer) bool {
 				return a.status == 201 && a.replayed == "true" && bytes.Equal(a.body, stored[a.key])
-			})
+			}, nil)
 	}
 
 	res.RSS.APIPeakMiB = peakRSSMiB(apiPID)
@@ -742,6 +825,7 @@ func printSummary(r *results) {
 			}
 		}
 	}
+	printSystem("whole system: completed leads", r.Service.System)
 	lr("new claims (worker stopped)", r.Service.Claims)
 	lr("replays of finished keys", r.Service.Replays)
 	if p := r.Service.Paced; p != nil {
@@ -753,10 +837,14 @@ func printSummary(r *results) {
 		fmt.Printf("  %-34s p50 %6.2f ms  p99 %6.2f ms  (cores: machine %.2f, api %.2f, worker %.2f, postgres %.2f, bench %.2f, other %.2f)\n",
 			"the paced POSTs", p.Post.P50Ms, p.Post.P99Ms, p.CPU.Machine, p.CPU.API, p.CPU.Worker, p.CPU.Postgres, p.CPU.Bench, p.CPU.Other)
 	}
+	printWait(r.Service.Wait)
 	if b := r.Service.Burst; b != nil {
 		fmt.Printf("  %-34s %9.0f /s     (%d leads: submitted in %.2f s, all completed after %.2f s; %d errors; cores: machine %.2f, api %.2f, worker %.2f, postgres %.2f, bench %.2f, other %.2f)\n",
 			"burst: completed leads", b.CompletedPerS, b.Leads, b.SubmitSeconds, b.TotalSeconds, b.Errors,
 			b.CPU.Machine, b.CPU.API, b.CPU.Worker, b.CPU.Postgres, b.CPU.Bench, b.CPU.Other)
+	}
+	if r.Ratios.SystemToPgbenchClaim > 0 {
+		fmt.Printf("ratio whole system / pgbench claim: %.2f\n", r.Ratios.SystemToPgbenchClaim)
 	}
 	if r.Ratios.ClaimsToPgbenchClaim > 0 {
 		fmt.Printf("ratio new claims / pgbench claim:   %.2f\n", r.Ratios.ClaimsToPgbenchClaim)
@@ -774,8 +862,9 @@ func printSummary(r *results) {
 		if !t.OK {
 			verdict = "MISSED"
 		}
-		fmt.Printf("  %-34s %8.2f %s %-6g %s\n", t.Name, t.Value, t.Op, t.Limit, verdict)
+		fmt.Printf("  %-44s %8.2f %s %-6g %s\n", t.Name, t.Value, t.Op, t.Limit, verdict)
 	}
+	printN8n(r.N8n)
 	for _, w := range r.Warnings {
 		fmt.Println("WARNING:", w)
 	}

@@ -128,6 +128,31 @@ func (s *stack) startWorker(ctx context.Context) error {
 	return nil
 }
 
+// stopWorker stops the worker gracefully and returns its peak RSS.
+func (s *stack) stopWorker() (float64, error) {
+	rss := peakRSSMiB(workerPID)
+	err := s.worker.Stop(30 * time.Second)
+	workerPID = 0
+	if err != nil {
+		return rss, fmt.Errorf("stop the worker: %w", err)
+	}
+	return rss, nil
+}
+
+// restartWorker starts the stopped worker again and waits until it listens.
+func (s *stack) restartWorker(ctx context.Context) error {
+	if err := s.worker.Restart(); err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := s.worker.Addr(actx, "admin_addr"); err != nil {
+		return err
+	}
+	workerPID = s.worker.Pid()
+	return nil
+}
+
 func (s *stack) close() {
 	for _, p := range []*system.Process{s.worker, s.api} {
 		if p != nil {
