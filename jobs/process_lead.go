@@ -170,17 +170,21 @@ func (r *leadRun) loop(ctx context.Context) error {
 	in := lead.Input{Mode: r.w.cfg.CRMMode, LastAttempt: r.job.Attempt >= r.job.MaxAttempts}
 	s := r.lead.State
 	var lastErr error
-	// saved is true while nothing happened since the run was fenced in
-	// (StartRun, or the last save): every call is preceded by one, so that
-	// no call starts for a lead that a later run took or that was erased.
+	// saved is true while nothing happened since the lead was read
+	// (StartRun) or saved. Every call that acts is preceded by a save, the
+	// first of which takes the lead for this run: no such call starts for
+	// a lead that another run took or that was erased. An enrichment
+	// look-up only reads, and may come before the first save.
 	saved := true
 	for {
 		act, next := lead.Next(s, in)
 		if next != s {
 			r.noteGivenUp(ctx, s, next, lastErr)
 		}
-		if next != s || (!saved && calls(act.Kind)) {
-			if err := r.save(ctx, next); err != nil {
+		if next != s || (!saved && calls(act.Kind)) || (!r.lead.Run.Taken && acts(act.Kind)) {
+			// A POST in create mode is written ahead durably: the
+			// record it may make must never be forgotten.
+			if err := r.save(ctx, next, act.Kind == lead.ActCreate); err != nil {
 				return r.saveFailed(ctx, err)
 			}
 			s, saved = next, true
@@ -219,9 +223,16 @@ func calls(k lead.Kind) bool {
 	return false
 }
 
+// acts reports whether the action's call may change something downstream,
+// or decides on the CRM's record: such a call needs the lead taken by this
+// run.
+func acts(k lead.Kind) bool {
+	return calls(k) && k != lead.ActEnrich
+}
+
 // save records the state (and a fresh enrichment answer) before the next
 // call.
-func (r *leadRun) save(ctx context.Context, s lead.State) error {
+func (r *leadRun) save(ctx context.Context, s lead.State, durable bool) error {
 	var raw json.RawMessage
 	if r.fresh {
 		var err error
@@ -231,7 +242,7 @@ func (r *leadRun) save(ctx context.Context, s lead.State) error {
 	}
 	dctx, cancel := dbContext(ctx)
 	defer cancel()
-	if err := r.w.cfg.Store.Save(dctx, r.lead.Run, s, raw); err != nil {
+	if err := r.w.cfg.Store.Save(dctx, &r.lead.Run, s, raw, durable); err != nil {
 		return err
 	}
 	r.fresh = false

@@ -460,12 +460,18 @@ FROM idempotency_keys k
 WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`
 
 // peekManySQL reads the keys of a group of peeks at once; n is the peek's
-// place in the group, from 1.
+// place in the group, from 1. Each key is looked up by its primary key
+// (LATERAL, and LIMIT 1 so that the planner keeps it so): as a join, the
+// planner may hash the whole table, whatever its size, when its statistics
+// are old or missing.
 const peekManySQL = `
 SELECT g.n, ` + peekColumns + `
 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(client_id, key, n)
-JOIN idempotency_keys k ON k.client_id = g.client_id AND k.key = g.key
-WHERE k.expires_at IS NULL OR k.expires_at > now()`
+CROSS JOIN LATERAL (
+    SELECT * FROM idempotency_keys k1
+    WHERE k1.client_id = g.client_id AND k1.key = g.key AND (k1.expires_at IS NULL OR k1.expires_at > now())
+    LIMIT 1
+) k`
 
 // Peek reads the client's key in one statement outside any transaction,
 // and returns ErrNotFound when there is none or it expired. It decides

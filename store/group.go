@@ -152,7 +152,7 @@ func (g *claimGroup) commit(ctx context.Context, group []*groupedClaim) error {
 		return err
 	}
 	defer conn.Release()
-	tx, first := beginWith(ctx, conn.Conn(), groupKeysSQL, clients, keys, fingerprints, raws, leadIDs)
+	tx, first := beginWith(ctx, conn.Conn(), true, groupKeysSQL, clients, keys, fingerprints, raws, leadIDs)
 	defer func() { _ = tx.Rollback(ctx) }()
 	rows, err := first.Query()
 	if err != nil {

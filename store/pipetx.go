@@ -22,32 +22,48 @@ var _ pgx.Tx = (*pipelinedTx)(nil)
 
 // beginWith sends BEGIN and stmt with args in one batch, and returns the
 // transaction and the results of stmt, which the caller must read and
-// close before anything else runs on the transaction.
-func beginWith(ctx context.Context, conn *pgx.Conn, stmt string, args ...any) (*pipelinedTx, *beginResults) {
+// close before anything else runs on the transaction. A durable
+// transaction is on disk before its commit returns, whatever the session's
+// synchronous_commit (the worker's is off: see Durable).
+func beginWith(ctx context.Context, conn *pgx.Conn, durable bool, stmt string, args ...any) (*pipelinedTx, *beginResults) {
 	b := &pgx.Batch{}
 	b.Queue("begin")
+	if durable {
+		b.Queue("set local synchronous_commit to on")
+	}
 	b.Queue(stmt, args...)
 	br := conn.SendBatch(ctx, b)
-	return &pipelinedTx{conn: conn}, &beginResults{br: br}
+	return &pipelinedTx{conn: conn}, &beginResults{br: br, preamble: b.Len() - 1}
 }
 
-// beginResults are the results of a beginWith's batch: BEGIN's is read
-// first, then the statement's rows.
+// beginResults are the results of a beginWith's batch: BEGIN's (and the
+// preamble's) are read first, then the statement's rows.
 type beginResults struct {
-	br pgx.BatchResults
+	br       pgx.BatchResults
+	preamble int
 }
 
-// Query returns the statement's rows (after BEGIN's result).
+// skipPreamble reads the results before the statement's.
+func (r *beginResults) skipPreamble() error {
+	for ; r.preamble > 0; r.preamble-- {
+		if _, err := r.br.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Query returns the statement's rows.
 func (r *beginResults) Query() (pgx.Rows, error) {
-	if _, err := r.br.Exec(); err != nil {
+	if err := r.skipPreamble(); err != nil {
 		return nil, err
 	}
 	return r.br.Query()
 }
 
-// QueryRow returns the statement's one row (after BEGIN's result).
+// QueryRow returns the statement's one row.
 func (r *beginResults) QueryRow() pgx.Row {
-	if _, err := r.br.Exec(); err != nil {
+	if err := r.skipPreamble(); err != nil {
 		return errRow{err}
 	}
 	return r.br.QueryRow()
@@ -158,3 +174,29 @@ func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx
 }
 
 func (t *pipelinedTx) Conn() *pgx.Conn { return t.conn }
+
+// exec runs one statement on its own; durable, it runs in a transaction
+// that is on disk before its commit returns (one round trip either way).
+func (s *Store) exec(ctx context.Context, durable bool, stmt string, args ...any) (pgconn.CommandTag, error) {
+	if !durable || s.pool == nil {
+		return s.db.Exec(ctx, stmt, args...)
+	}
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue("set local synchronous_commit to on")
+	b.Queue(stmt, args...)
+	b.Queue("commit")
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	var tag pgconn.CommandTag
+	for i := range 4 {
+		t, err := br.Exec()
+		if err != nil {
+			return tag, err
+		}
+		if i == 2 {
+			tag = t
+		}
+	}
+	return tag, br.Close()
+}

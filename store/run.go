@@ -15,12 +15,17 @@ import (
 )
 
 // Run is one run of a lead: an attempt of its job, or the reconciler acting
-// on it. Each run that starts takes the next number (leads.run); a write of
-// a run applies only while that number is still the lead's, so that of two
-// runs at once, the one that started last acts and the other stops.
+// on it. A run reads the lead's number (leads.run) when it starts and takes
+// the next one with its first save; every write of a run applies only while
+// the number is still the one it read or took, so that of two runs at once
+// exactly one acts: a run that saves takes the lead from every run that
+// started before, and a run whose first save comes second stops.
 type Run struct {
 	LeadID uuid.UUID
 	Seq    int32
+	// Taken is set once a save of this run took the lead (Seq is then
+	// the number it took).
+	Taken bool
 }
 
 // Lead is a lead as the worker reads it: the enquiry, the key it belongs to,
@@ -62,13 +67,6 @@ const leadColumns = `
               WHERE sl.id = l.amends), false),
     l.erased_at IS NOT NULL`
 
-// startRunSQL takes the next run of a lead and reads it, in one statement.
-const startRunSQL = `
-WITH l AS (UPDATE leads SET run = run + 1 WHERE id = $1 RETURNING *)
-SELECT` + leadColumns + `
-FROM l
-LEFT JOIN idempotency_keys k ON k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id`
-
 const loadLeadSQL = `
 SELECT` + leadColumns + `
 FROM leads l
@@ -104,11 +102,12 @@ func scanLead(row pgx.Row) (*Lead, error) {
 	return &l, nil
 }
 
-// StartRun starts the next run of a lead and returns the lead; ErrNotFound
-// when there is no such lead. From now on, writes of earlier runs of the
-// lead are refused.
+// StartRun starts a run of a lead and returns the lead; ErrNotFound when
+// there is no such lead. It reads, and writes nothing: the run takes the
+// lead with its first save (see Run), which must come before any call that
+// acts (the CRM, the notification; an enrichment look-up may come first).
 func (s *Store) StartRun(ctx context.Context, leadID uuid.UUID) (*Lead, error) {
-	l, err := scanLead(s.db.QueryRow(ctx, startRunSQL, leadID))
+	l, err := scanLead(s.db.QueryRow(ctx, loadLeadSQL, leadID))
 	if err != nil {
 		return nil, fmt.Errorf("start run of lead %s: %w", leadID, err)
 	}
@@ -137,32 +136,47 @@ func nullIfEmpty[S ~string](v S) *string {
 
 // Save records the lead's state after a step (and the enrichment's answer,
 // when enrichment is not nil), in one statement; the worker saves before
-// every call. It returns ErrRunTaken when a later run holds the lead, and
-// ErrErased when its personal data was erased: either way the run stops.
-func (s *Store) Save(ctx context.Context, run Run, st lead.State, enrichment json.RawMessage) error {
+// every call that acts. The first save of a run takes the lead (run.Seq and
+// run.Taken change). It returns ErrRunTaken when another run holds the
+// lead, and ErrErased when its personal data was erased: either way the
+// run stops.
+//
+// A save's commit does not wait for the disk when the session's
+// synchronous_commit is off (the worker's): a save lost to a crash of
+// PostgreSQL makes the lead do a step again, which every step allows (an
+// enrichment look-up, an upsert under the external reference, a
+// notification with its Idempotency-Key), except a POST in create mode:
+// the save written ahead of one is made durable (durable true), and so is
+// every finish.
+func (s *Store) Save(ctx context.Context, run *Run, st lead.State, enrichment json.RawMessage, durable bool) error {
 	var raw []byte
 	if enrichment != nil {
 		raw = enrichment
 	}
-	tag, err := s.db.Exec(ctx, `
+	seq := run.Seq
+	if !run.Taken {
+		seq++
+	}
+	tag, err := s.exec(ctx, durable, `
 UPDATE leads
 SET enrichment_outcome = $3, enrichment = coalesce($4, enrichment), enrichment_failures = $5,
     crm_state = $6, crm_id = $7, notify_outcome = $8, notify_failures = $9, crm_not_updated = $10,
-    updated_at = now()
+    run = $11, updated_at = now()
 WHERE id = $1 AND run = $2 AND erased_at IS NULL`,
 		run.LeadID, run.Seq, nullIfEmpty(st.Enrichment), raw, st.EnrichmentFailures,
-		st.CRM, nullIfEmpty(st.CRMID), nullIfEmpty(st.Notification), st.NotificationFailures, st.CRMNotUpdated)
+		st.CRM, nullIfEmpty(st.CRMID), nullIfEmpty(st.Notification), st.NotificationFailures, st.CRMNotUpdated, seq)
 	if err != nil {
 		return fmt.Errorf("save lead %s: %w", run.LeadID, err)
 	}
-	if tag.RowsAffected() == 0 {
-		var erased bool
-		if err := s.db.QueryRow(ctx, `SELECT erased_at IS NOT NULL FROM leads WHERE id = $1`, run.LeadID).Scan(&erased); err == nil && erased {
-			return ErrErased
-		}
-		return ErrRunTaken
+	if tag.RowsAffected() == 1 {
+		run.Seq, run.Taken = seq, true
+		return nil
 	}
-	return nil
+	var erased bool
+	if err := s.db.QueryRow(ctx, `SELECT erased_at IS NOT NULL FROM leads WHERE id = $1`, run.LeadID).Scan(&erased); err == nil && erased {
+		return ErrErased
+	}
+	return ErrRunTaken
 }
 
 // Finish is how a lead ends: with a final response, or in reconciliation.
@@ -191,17 +205,17 @@ type CallbackKey struct {
 	ClientID, Key string
 }
 
-// FinishedChannel is the PostgreSQL notification channel on which the
-// finishing transaction of a key announces it, with the lead's id as the
-// payload: it is delivered at commit, and never for a rollback.
+// FinishedChannel is the PostgreSQL notification channel on which a key's
+// finish is announced, with the lead's id as the payload, once the
+// finishing transaction committed (never for a rollback).
 const FinishedChannel = "leadintake_finished"
 
 // finishSQL ends a lead in one statement: the lead row is locked and its run
 // checked; the key, still unfinished and still this lead's, takes its final
 // response (or moves to needs_reconciliation); the lead takes its result.
-// Nothing changes unless both hold. A final response is announced on
-// FinishedChannel, and the statement returns the job of the amendment that
-// waits for this key, if any.
+// Nothing changes unless both hold. The statement returns the job of the
+// amendment that waits for this key, if any, and whether a final response
+// was written (to be announced on FinishedChannel after the commit).
 const finishSQL = `
 WITH l AS (
     SELECT id, client_id, idempotency_key FROM leads WHERE id = $1 AND run = $2 FOR UPDATE
@@ -225,7 +239,7 @@ RETURNING
      JOIN idempotency_keys ak ON ak.client_id = k.client_id AND ak.key = k.superseded_by AND ak.state = 'processing'
      JOIN leads al ON al.id = ak.lead_id
      WHERE $4::smallint IS NOT NULL),
-    (SELECT pg_notify('` + FinishedChannel + `', id::text) WHERE $4::smallint IS NOT NULL) IS NULL`
+    $4::smallint IS NOT NULL`
 
 // Finished is what a finish did.
 type Finished struct {
@@ -257,11 +271,11 @@ func (s *Store) Finish(ctx context.Context, run Run, f *Finish, inTx func(pgx.Tx
 		failure = nullIfEmpty(f.FailureCode)
 	}
 	done := &Finished{}
+	var final bool
 	err := s.inTxStartingWith(ctx, finishSQL, []any{run.LeadID, run.Seq, f.KeyState, status, body, failure, f.Retention,
 		f.Score, nullIfEmpty(f.Tier), f.State.CRM, nullIfEmpty(f.State.CRMID), nullIfEmpty(f.State.Notification),
 		warnings, f.State.CRMNotUpdated}, func(tx pgx.Tx, first pgx.Row) error {
-		var ignored bool
-		err := first.Scan(&done.WakeJobID, &ignored)
+		err := first.Scan(&done.WakeJobID, &final)
 		switch {
 		case err == nil:
 			done.Applied = true
@@ -280,6 +294,9 @@ func (s *Store) Finish(ctx context.Context, run Run, f *Finish, inTx func(pgx.Tx
 	})
 	if err != nil {
 		return nil, fmt.Errorf("finish lead %s: %w", run.LeadID, err)
+	}
+	if done.Applied && final {
+		s.announce(run.LeadID)
 	}
 	return done, nil
 }

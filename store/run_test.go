@@ -51,7 +51,7 @@ func TestRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMUncertain, EnrichmentFailures: 1, NotificationFailures: 2}
-		if err := s.Save(t.Context(), l.Run, want, json.RawMessage(`{"industry":"retail"}`)); err != nil {
+		if err := s.Save(t.Context(), &l.Run, want, json.RawMessage(`{"industry":"retail"}`), true); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.LoadLead(t.Context(), l.ID)
@@ -63,10 +63,11 @@ func TestRuns(t *testing.T) {
 		}
 	})
 
-	t.Run("ALaterRunFencesTheEarlierOne", func(t *testing.T) {
+	t.Run("OneOfTwoRunsActs", func(t *testing.T) {
 		t.Parallel()
 		s := store.New(dbtest.Tx(t))
 		id := claimed(t, s).ID
+		// Two runs read the lead; the one that saves first takes it.
 		first, err := s.StartRun(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
@@ -75,20 +76,30 @@ func TestRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if second.Run.Seq != first.Run.Seq+1 {
-			t.Fatalf("runs %d then %d", first.Run.Seq, second.Run.Seq)
+		if err := s.Save(t.Context(), &second.Run, lead.State{CRM: lead.CRMPending, Enrichment: lead.EnrichmentNoData}, nil, false); err != nil {
+			t.Fatalf("first save of the second run: %v", err)
 		}
-		if err := s.Save(t.Context(), first.Run, lead.State{CRM: lead.CRMAccepted}, nil); !errors.Is(err, store.ErrRunTaken) {
-			t.Fatalf("save of the earlier run: %v, want ErrRunTaken", err)
+		if err := s.Save(t.Context(), &first.Run, lead.State{CRM: lead.CRMAccepted}, nil, false); !errors.Is(err, store.ErrRunTaken) {
+			t.Fatalf("save of the run that came second: %v, want ErrRunTaken", err)
 		}
 		if done, err := s.Finish(t.Context(), first.Run, completed(first), nil); err != nil || done.Applied {
-			t.Fatalf("finish of the earlier run: %+v, %v; want nothing done", done, err)
+			t.Fatalf("finish of the run that came second: %+v, %v; want nothing done", done, err)
 		}
-		if err := s.Save(t.Context(), second.Run, lead.State{CRM: lead.CRMPending, Enrichment: lead.EnrichmentNoData}, nil); err != nil {
-			t.Fatalf("save of the later run: %v", err)
+
+		// A run that starts later takes the lead from the one that holds
+		// it, with its first save.
+		third, err := s.StartRun(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if done, err := s.Finish(t.Context(), second.Run, completed(second), nil); err != nil || !done.Applied {
-			t.Fatalf("finish of the later run: %+v, %v", done, err)
+		if err := s.Save(t.Context(), &third.Run, third.State, nil, false); err != nil {
+			t.Fatalf("first save of a later run: %v", err)
+		}
+		if err := s.Save(t.Context(), &second.Run, lead.State{CRM: lead.CRMAccepted}, nil, false); !errors.Is(err, store.ErrRunTaken) {
+			t.Fatalf("save of the run that held the lead: %v, want ErrRunTaken", err)
+		}
+		if done, err := s.Finish(t.Context(), third.Run, completed(third), nil); err != nil || !done.Applied {
+			t.Fatalf("finish of the run that holds the lead: %+v, %v", done, err)
 		}
 	})
 

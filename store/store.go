@@ -17,6 +17,7 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -72,21 +73,30 @@ type Store struct {
 	// together (GroupClaims); nil for none.
 	group *claimGroup
 	peeks *batcher[*pendingPeek]
+	// announcer sends the announcements of finished keys (announce); nil
+	// on a transaction.
+	announcer *batcher[uuid.UUID]
 }
 
 // New returns a Store on db.
 func New(db DB) *Store {
 	s := &Store{db: db}
 	s.pool, _ = db.(*pgxpool.Pool)
+	if s.pool != nil {
+		s.announcer = &batcher[uuid.UUID]{maxBatch: 500, maxInFlight: 1, run: s.announceGroup}
+	}
 	return s
 }
 
-// inTxStartingWith runs, in a transaction, stmt with args (one row) and
-// then fn with that row, and commits when fn returns nil. On a pool, BEGIN
-// travels with stmt in one round trip.
+// inTxStartingWith runs, in a durable transaction (see beginWith), stmt
+// with args (one row) and then fn with that row, and commits when fn
+// returns nil. On a pool, BEGIN travels with stmt in one round trip.
 func (s *Store) inTxStartingWith(ctx context.Context, stmt string, args []any, fn func(pgx.Tx, pgx.Row) error) error {
 	if s.pool == nil {
 		return s.inTx(ctx, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "set local synchronous_commit to on"); err != nil {
+				return err
+			}
 			return fn(tx, tx.QueryRow(ctx, stmt, args...))
 		})
 	}
@@ -95,7 +105,7 @@ func (s *Store) inTxStartingWith(ctx context.Context, stmt string, args []any, f
 		return err
 	}
 	defer conn.Release()
-	tx, first := beginWith(ctx, conn.Conn(), stmt, args...)
+	tx, first := beginWith(ctx, conn.Conn(), true, stmt, args...)
 	defer func() { _ = tx.Rollback(ctx) }()
 	row := &closingRow{row: first.QueryRow(), results: first}
 	if err := fn(tx, row); err != nil {

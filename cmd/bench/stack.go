@@ -42,6 +42,9 @@ type stack struct {
 	fake    *fake.Server
 	fakeSrv *httptest.Server
 	notify  *notifyLog
+	// stopAnalyze ends the stand-in for autovacuum's ANALYZE; nil when
+	// the server runs autovacuum itself.
+	stopAnalyze func()
 }
 
 // notifyLog timestamps each notification as the fake receives it, by lead.
@@ -79,7 +82,45 @@ func newStack(bins *system.Binaries, dbURL string, pool *pgxpool.Pool) *stack {
 		}
 		s.fake.ServeHTTP(w, r)
 	}))
+	s.stopAnalyze = keepAnalyzed(pool, analyzeEvery)
 	return s
+}
+
+// analyzeEvery is how often keepAnalyzed analyzes the tables.
+const analyzeEvery = 5 * time.Second
+
+// keepAnalyzed stands in for autovacuum's ANALYZE when the server runs
+// without autovacuum (as a CI server may): it analyzes the tables the
+// service writes now and every interval, until stopped. Without it, the
+// plans that PostgreSQL caches for prepared statements keep the estimates
+// of empty tables (a sequential scan of river_job for every completion, in
+// River's statements as well as ours) while the tables grow, and the
+// figures would be those of a server no one runs. It returns nil when
+// autovacuum is on.
+func keepAnalyzed(pool *pgxpool.Pool, every time.Duration) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	var on string
+	if err := pool.QueryRow(ctx, "SHOW autovacuum").Scan(&on); err != nil || on == "on" {
+		cancel()
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if _, err := pool.Exec(ctx, "ANALYZE idempotency_keys, leads, river_job, callbacks"); err != nil && ctx.Err() == nil {
+				fmt.Printf("analyze: %v\n", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (s *stack) startAPI(ctx context.Context) error {
@@ -154,6 +195,9 @@ func (s *stack) restartWorker(ctx context.Context) error {
 }
 
 func (s *stack) close() {
+	if s.stopAnalyze != nil {
+		s.stopAnalyze()
+	}
 	for _, p := range []*system.Process{s.worker, s.api} {
 		if p != nil {
 			if err := p.Stop(30 * time.Second); err != nil {

@@ -145,6 +145,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 	p, err := service.Start(ctx, &cfg.Common, stdout, service.PoolOpts{
 		MaxConns:        int32(min(cfg.WorkerConcurrency+5, 20)),
 		ApplicationName: "leadintake-worker",
+		RuntimeParams:   map[string]string{"synchronous_commit": "off"},
 	})
 	if err != nil {
 		return err

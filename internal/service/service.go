@@ -116,6 +116,9 @@ type PoolOpts struct {
 	MaxConns int32
 	// ApplicationName is used unless the URL sets application_name.
 	ApplicationName string
+	// RuntimeParams are PostgreSQL settings of every connection, each
+	// used unless the URL sets it.
+	RuntimeParams map[string]string
 }
 
 // OpenPool parses a PostgreSQL URL and returns a pool. It does not wait for
@@ -135,6 +138,11 @@ func OpenPool(ctx context.Context, databaseURL string, opts PoolOpts) (*pgxpool.
 	}
 	if opts.ApplicationName != "" && cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
+	}
+	for k, v := range opts.RuntimeParams {
+		if _, set := cfg.ConnConfig.RuntimeParams[k]; !set {
+			cfg.ConnConfig.RuntimeParams[k] = v
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
