@@ -21,6 +21,10 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-go1.27.3}"
 # Publishable keys are public by design: this one only lets the demo site's
 # pages submit and poll.
 : "${DEMO_PUBLISHABLE_KEY:=pk_demo_local_0123456789abcdef}"
+# Standard Webhooks secrets of the demo client (demo values: set your own):
+# the callbacks it receives at the fake, and the webhooks it may send.
+: "${DEMO_CALLBACK_SECRET:=whsec_ZGVtby1jYWxsYmFjay1zZWNyZXQtY2hhbmdlLW1l}"
+: "${DEMO_WEBHOOK_SECRET:=whsec_ZGVtby13ZWJob29rLXNlY3JldC1jaGFuZ2UtbWU=}"
 : "${ADMIN_USER:=admin}"
 : "${ADMIN_PASSWORD:=admin}"
 # Keys every hash of personal data; a demo value: set your own.
@@ -36,11 +40,12 @@ if ! psql "$server_url" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$dbnam
   psql "$server_url" -qc "CREATE DATABASE \"$dbname\""
 fi
 
-go build -o bin/ ./cmd/api ./cmd/worker ./cmd/fakedownstream ./cmd/demosite
+go build -o bin/ ./cmd/api ./cmd/worker ./cmd/fakedownstream ./cmd/demosite ./cmd/leadintake
 mkdir -p .run
 
-# The demo client: its bearer token, and the publishable key of the demo
-# site's pages (both spellings of its origin).
+# The demo client: its bearer token, the publishable key of the demo
+# site's pages (both spellings of its origin), its callback (the fake's
+# receiver, which checks the signatures) and its inbound webhook secret.
 hash=$(printf %s "$DEMO_TOKEN" | sha256sum | cut -d' ' -f1)
 demo_port="${DEMO_ADDR##*:}"
 cat > .run/clients.yaml.tmp <<YAML
@@ -50,6 +55,10 @@ clients:
     publishable_keys:
       - key: $DEMO_PUBLISHABLE_KEY
         origins: [http://$DEMO_ADDR, http://localhost:$demo_port]
+    callback:
+      url: http://$FAKE_ADDR/callbacks/demo
+      secret: $DEMO_CALLBACK_SECRET
+    webhook_secret: $DEMO_WEBHOOK_SECRET
 YAML
 mv .run/clients.yaml.tmp .run/clients.yaml
 LOG_FORMAT=text bin/api migrate
@@ -70,7 +79,7 @@ start() { # name, then the command
   pids+=($!)
 }
 
-start fake env FAKE_ADDR="$FAKE_ADDR" bin/fakedownstream
+start fake env FAKE_ADDR="$FAKE_ADDR" FAKE_CALLBACK_SECRET="$DEMO_CALLBACK_SECRET" bin/fakedownstream
 start worker env LOG_FORMAT=text ADMIN_ADDR="$WORKER_ADMIN_ADDR" CLIENTS_FILE=.run/clients.yaml \
   ENRICHMENT_URL="http://$FAKE_ADDR/enrichment" CRM_URL="http://$FAKE_ADDR/crm" NOTIFY_URL="http://$FAKE_ADDR/notify" \
   RETRY_BASE_DELAY=500ms RECONCILE_INTERVAL=10s bin/worker
@@ -106,6 +115,16 @@ leadintake is running (logs in .run/: api.log, worker.log, fake.log, demosite.lo
 
   # poll it; a new enquiry needs a new key
   curl -s http://$API_ADDR/v1/operations/demo-key-0001 -H 'Authorization: Bearer $DEMO_TOKEN'
+
+  # or let the CLI keep the retry contract (a new key, retries, the wait)
+  echo '{"email":"grace@example.com","source":"website","name":"Grace"}' |
+    LEADINTAKE_URL=http://$API_ADDR LEADINTAKE_TOKEN=$DEMO_TOKEN bin/leadintake submit
+
+  # every finish is POSTed, signed, to the demo client's callback (the fake)
+  curl -s http://$FAKE_ADDR/_fake/state    # "callbacks": deliveries, verified
+
+  # the API's description
+  curl -s http://$API_ADDR/openapi.json
 
   River UI:  http://$API_ADMIN_ADDR/riverui/   (user $ADMIN_USER, password $ADMIN_PASSWORD)
   metrics:   curl -u $ADMIN_USER:$ADMIN_PASSWORD http://$API_ADMIN_ADDR/metrics   (worker: http://$WORKER_ADMIN_ADDR/metrics)
