@@ -30,7 +30,7 @@ type GroupOpts struct {
 
 // GroupClaims makes Claim commit concurrent claims of new keys together:
 // one multi-row insert of the keys, one insert of the jobs (EnqueueMany),
-// one multi-row insert of the leads with their job ids, one COMMIT, in three
+// one multi-row insert of the leads with their job ids, one COMMIT, in five
 // round trips whatever the group's size. A claim waits for no one: a group
 // starts as soon as a connection slot is free, with the claims that arrived
 // meanwhile. A key the group finds taken, an amendment, and every claim of
@@ -147,22 +147,30 @@ func (g *claimGroup) commit(ctx context.Context, group []*groupedClaim) error {
 		byLead[c.leadID] = c
 	}
 
-	conn, err := g.store.pool.Acquire(ctx)
+	tx, err := g.store.pool.Begin(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Release()
-	tx, first := beginWith(ctx, conn.Conn(), true, groupKeysSQL, clients, keys, fingerprints, raws, leadIDs)
 	defer func() { _ = tx.Rollback(ctx) }()
-	rows, err := first.Query()
-	if err != nil {
-		_ = first.Close()
-		return err
-	}
-	claimedIDs, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if cerr := first.Close(); err == nil {
-		err = cerr
-	}
+	b := &pgx.Batch{}
+	b.Queue(durably)
+	b.Queue(groupKeysSQL, clients, keys, fingerprints, raws, leadIDs)
+	br := tx.SendBatch(ctx, b)
+	claimedIDs, err := func() ([]uuid.UUID, error) {
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return nil, err
+		}
+		return ids, br.Close()
+	}()
 	if err != nil {
 		return err
 	}
@@ -186,7 +194,10 @@ func (g *claimGroup) commit(ctx context.Context, group []*groupedClaim) error {
 		p := byLead[id].p
 		lClients[i], lKeys[i], refs[i], submissions[i], hmacs[i] = p.ClientID, p.Key, p.ExternalRef, string(p.Payload.Canonical), p.EmailHMAC
 	}
-	if err := tx.CommitWith(ctx, groupLeadsSQL, claimedIDs, lClients, lKeys, refs, submissions, hmacs, jobIDs); err != nil {
+	if _, err := tx.Exec(ctx, groupLeadsSQL, claimedIDs, lClients, lKeys, refs, submissions, hmacs, jobIDs); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
 	for _, id := range claimedIDs {

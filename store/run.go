@@ -272,7 +272,7 @@ func (s *Store) Finish(ctx context.Context, run Run, f *Finish, inTx func(pgx.Tx
 	}
 	done := &Finished{}
 	var final bool
-	err := s.inTxStartingWith(ctx, finishSQL, []any{run.LeadID, run.Seq, f.KeyState, status, body, failure, f.Retention,
+	err := s.inDurableTx(ctx, finishSQL, []any{run.LeadID, run.Seq, f.KeyState, status, body, failure, f.Retention,
 		f.Score, nullIfEmpty(f.Tier), f.State.CRM, nullIfEmpty(f.State.CRMID), nullIfEmpty(f.State.Notification),
 		warnings, f.State.CRMNotUpdated}, func(tx pgx.Tx, first pgx.Row) error {
 		err := first.Scan(&done.WakeJobID, &final)

@@ -88,41 +88,36 @@ func New(db DB) *Store {
 	return s
 }
 
-// inTxStartingWith runs, in a durable transaction (see beginWith), stmt
-// with args (one row) and then fn with that row, and commits when fn
-// returns nil. On a pool, BEGIN travels with stmt in one round trip.
-func (s *Store) inTxStartingWith(ctx context.Context, stmt string, args []any, fn func(pgx.Tx, pgx.Row) error) error {
-	if s.pool == nil {
-		return s.inTx(ctx, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "set local synchronous_commit to on"); err != nil {
-				return err
-			}
-			return fn(tx, tx.QueryRow(ctx, stmt, args...))
-		})
-	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
+// inDurableTx runs, in a transaction that is on disk before its commit
+// returns whatever the session's synchronous_commit (the worker's is off),
+// stmt with args (one row) and then fn with that row, and commits when fn
+// returns nil. The setting travels with stmt in one round trip.
+func (s *Store) inDurableTx(ctx context.Context, stmt string, args []any, fn func(pgx.Tx, pgx.Row) error) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(durably)
+		b.Queue(stmt, args...)
+		br := tx.SendBatch(ctx, b)
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return err
+		}
+		err := fn(tx, &closingRow{row: br.QueryRow(), results: br})
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 		return err
-	}
-	defer conn.Release()
-	tx, first := beginWith(ctx, conn.Conn(), true, stmt, args...)
-	defer func() { _ = tx.Rollback(ctx) }()
-	row := &closingRow{row: first.QueryRow(), results: first}
-	if err := fn(tx, row); err != nil {
-		_ = first.Close()
-		return err
-	}
-	if err := first.Close(); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
+	})
 }
 
-// closingRow is the first row of a beginWith batch: scanning it closes the
+// durably makes the transaction it runs in durable (see inDurableTx).
+const durably = "set local synchronous_commit to on"
+
+// closingRow is the row of a batch's last statement: scanning it closes the
 // batch's results, so that the transaction can go on.
 type closingRow struct {
 	row     pgx.Row
-	results *beginResults
+	results pgx.BatchResults
 }
 
 func (r *closingRow) Scan(dest ...any) error {
@@ -150,4 +145,30 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// exec runs one statement on its own; durable, it runs in a transaction
+// that is on disk before its commit returns (one round trip either way).
+func (s *Store) exec(ctx context.Context, durable bool, stmt string, args ...any) (pgconn.CommandTag, error) {
+	if !durable || s.pool == nil {
+		return s.db.Exec(ctx, stmt, args...)
+	}
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(durably)
+	b.Queue(stmt, args...)
+	b.Queue("commit")
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	var tag pgconn.CommandTag
+	for i := range 4 {
+		t, err := br.Exec()
+		if err != nil {
+			return tag, err
+		}
+		if i == 2 {
+			tag = t
+		}
+	}
+	return tag, br.Close()
 }

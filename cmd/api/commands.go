@@ -62,35 +62,37 @@ func operatorFor(ctx context.Context, lookup service.LookupEnv) (op *operator.Op
 	}, pool.Close, nil
 }
 
+// errHelped ends a command that printed its usage on -h.
+var errHelped = errors.New("usage printed")
+
 // parseArgs parses args with fs, flags before or after the positional
-// arguments, and returns the positional ones. A bad flag is a
-// *service.UsageError with usage; -h is flag.ErrHelp.
-func parseArgs(fs *flag.FlagSet, args []string, usage string) ([]string, error) {
+// arguments, and returns the positional ones, which must be exactly want.
+// A bad flag or a wrong number of arguments is a *service.UsageError with
+// usage; -h prints usage on stdout and returns errHelped.
+func parseArgs(fs *flag.FlagSet, args []string, want int, usage string, stdout io.Writer) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var positional []string
 	for {
 		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-			return nil, err
+			fmt.Fprintln(stdout, "usage: "+usage)
+			return nil, errHelped
 		} else if err != nil {
 			return nil, &service.UsageError{Msg: err.Error(), Usage: usage}
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return positional, nil
+			break
 		}
 		positional = append(positional, args[0])
 		args = args[1:]
 	}
-}
-
-// helped prints usage to stdout when err asked for it, and reports whether
-// it did.
-func helped(err error, stdout io.Writer, usage string) bool {
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stdout, "usage: "+usage)
-		return true
+	switch {
+	case len(positional) > want:
+		return nil, &service.UsageError{Msg: fmt.Sprintf("unexpected argument %q", positional[want]), Usage: usage}
+	case len(positional) < want:
+		return nil, &service.UsageError{Msg: fs.Name() + " needs a KEY", Usage: usage}
 	}
-	return false
+	return positional, nil
 }
 
 // printJSON writes v as one indented JSON document.
@@ -110,14 +112,12 @@ func runErase(ctx context.Context, args []string, lookup service.LookupEnv, stdo
 	clientID := fs.String("client", "", "the client whose leads to erase")
 	email := fs.String("email", "", "the email address, compared lower-cased whole")
 	asJSON := fs.Bool("json", false, "print {\"erased\": N}")
-	rest, err := parseArgs(fs, args, eraseUsage)
+	_, err := parseArgs(fs, args, 0, eraseUsage, stdout)
 	switch {
-	case helped(err, stdout, eraseUsage):
+	case errors.Is(err, errHelped):
 		return nil
 	case err != nil:
 		return err
-	case len(rest) > 0:
-		return &service.UsageError{Msg: fmt.Sprintf("unexpected argument %q", rest[0]), Usage: eraseUsage}
 	case *clientID == "" || *email == "":
 		return &service.UsageError{Msg: "erase needs --client and --email", Usage: eraseUsage}
 	}
@@ -158,14 +158,12 @@ func runKeys(ctx context.Context, args []string, lookup service.LookupEnv, stdou
 		state := fs.String("state", "", "processing, needs_reconciliation, completed or failed")
 		olderThan := fs.Duration("older-than", 0, "keys created longer ago than this")
 		limit := fs.Int("limit", 100, "at most this many keys")
-		rest, err := parseArgs(fs, args[1:], keysUsage)
+		_, err := parseArgs(fs, args[1:], 0, keysUsage, stdout)
 		switch {
-		case helped(err, stdout, keysUsage):
+		case errors.Is(err, errHelped):
 			return nil
 		case err != nil:
 			return err
-		case len(rest) > 0:
-			return &service.UsageError{Msg: fmt.Sprintf("unexpected argument %q", rest[0]), Usage: keysUsage}
 		case *state != "" && !validState(*state):
 			return &service.UsageError{Msg: fmt.Sprintf("--state %q is not a key state (%s)", *state, stateNames()), Usage: keysUsage}
 		case *limit < 1:
@@ -199,14 +197,12 @@ func runKeys(ctx context.Context, args []string, lookup service.LookupEnv, stdou
 	case "show", "settle":
 		crmID := fs.String("crm-id", "", "settle: the CRM record the operator found")
 		notFound := fs.Bool("not-found", false, "settle: the operator confirmed there is no record")
-		rest, err := parseArgs(fs, args[1:], keysUsage)
+		rest, err := parseArgs(fs, args[1:], 1, keysUsage, stdout)
 		switch {
-		case helped(err, stdout, keysUsage):
+		case errors.Is(err, errHelped):
 			return nil
 		case err != nil:
 			return err
-		case len(rest) != 1:
-			return &service.UsageError{Msg: args[0] + " needs one KEY", Usage: keysUsage}
 		case *clientID == "":
 			return &service.UsageError{Msg: args[0] + " needs --client", Usage: keysUsage}
 		case args[0] == "settle" && (*crmID == "") == !*notFound:
