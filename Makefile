@@ -11,15 +11,15 @@ STATICCHECK_VERSION = v0.8.2
 .PHONY: help run test fuzz bench bench-scale bench-plot soak vuln lint build
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build the binaries into ./bin
 	$(GO) build -o bin/ ./cmd/...
 
-run: ## run the whole system locally: migrations, api, worker, fake downstream
+run: ## run the whole system locally: migrations, api, worker, fake downstream, demo form
 	./scripts/run.sh
 
-test: ## every test, against a real PostgreSQL, with -race (and Chromium for River UI)
+test: ## every test, against a real PostgreSQL, with -race (installs Chromium and promtool where missing)
 	./scripts/postgres.sh
 	./scripts/chromium.sh
 	./scripts/promtool.sh
