@@ -468,26 +468,12 @@ type burstResult struct {
 }
 
 func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, res *results, warn func(string, ...any)) error {
-	dbURL, drop, err := migratedDatabase(ctx, o.serverURL, "leadintake_bench_", bins)
+	s, closeStack, err := openStack(ctx, o.serverURL, "leadintake_bench_", 2, bins)
 	if err != nil {
 		return err
 	}
-	defer drop()
-	poolURL, err := scratchdb.WithDatabase(dbURL, "", map[string]string{"pool_max_conns": "2", "application_name": "leadintake-bench"})
-	if err != nil {
-		return err
-	}
-	pool, err := pgxpool.New(ctx, poolURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-
-	s := newStack(bins, dbURL, pool)
-	defer s.close()
-	if err := s.startAPI(ctx); err != nil {
-		return err
-	}
+	defer closeStack()
+	pool, dbURL := s.pool, s.dbURL
 	fmt.Printf("api pid %d on %s\n", apiPID, s.apiURL)
 	lg := newLoadGen(s.apiURL, s.token, []byte(benchBody), o.clients)
 	run := randomHex(3)

@@ -193,26 +193,12 @@ func runScale(ctx context.Context, args []string) error {
 }
 
 func runScaleSteps(ctx context.Context, o *scaleOptions, bins *system.Binaries, res *scaleResults, warn func(string, ...any)) error {
-	dbURL, drop, err := migratedDatabase(ctx, o.serverURL, "leadintake_bench_scale_", bins)
+	s, closeStack, err := openStack(ctx, o.serverURL, "leadintake_bench_scale_", 4, bins)
 	if err != nil {
 		return err
 	}
-	defer drop()
-	poolURL, err := scratchdb.WithDatabase(dbURL, "", map[string]string{"pool_max_conns": "4", "application_name": "leadintake-bench"})
-	if err != nil {
-		return err
-	}
-	pool, err := pgxpool.New(ctx, poolURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-
-	s := newStack(bins, dbURL, pool)
-	defer s.close()
-	if err := s.startAPI(ctx); err != nil {
-		return err
-	}
+	defer closeStack()
+	pool, dbURL := s.pool, s.dbURL
 	if err := s.startWorker(ctx); err != nil {
 		return err
 	}

@@ -12,12 +12,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/internal/system"
 )
 
@@ -58,6 +60,38 @@ func (n *notifyLog) get(leadID string) (time.Time, bool) {
 	defer n.mu.Unlock()
 	t, ok := n.at[leadID]
 	return t, ok
+}
+
+// openStack creates a migrated scratch database (its name starting with
+// prefix), a pool of maxConns connections on it for the bench's own
+// queries, and a stack with the api started. close drops all of it; it is
+// set whenever the error is nil.
+func openStack(ctx context.Context, serverURL, prefix string, maxConns int, bins *system.Binaries) (s *stack, close func(), err error) {
+	dbURL, drop, err := migratedDatabase(ctx, serverURL, prefix, bins)
+	if err != nil {
+		return nil, nil, err
+	}
+	poolURL, err := scratchdb.WithDatabase(dbURL, "", map[string]string{"pool_max_conns": strconv.Itoa(maxConns), "application_name": "leadintake-bench"})
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	pool, err := pgxpool.New(ctx, poolURL)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	s = newStack(bins, dbURL, pool)
+	close = func() {
+		s.close()
+		pool.Close()
+		drop()
+	}
+	if err := s.startAPI(ctx); err != nil {
+		close()
+		return nil, nil, err
+	}
+	return s, close, nil
 }
 
 func newStack(bins *system.Binaries, dbURL string, pool *pgxpool.Pool) *stack {
