@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-
-	"github.com/leadintake/leadintake/jobs"
 )
 
 func TestCleanup(t *testing.T) {
@@ -42,7 +40,7 @@ FROM unnest($1::text[]) AS k`
 			bundle.exec(t, insertKey, k.keys, k.state, k.ttl)
 		}
 
-		bundle.waitJob(t, bundle.insertJob(t, jobs.CleanupArgs{}), "completed")
+		bundle.cleanUp(t)
 		want := []string{"kept-completed", "kept-failed", "kept-processing", "kept-reconciliation"}
 		if got := bundle.keys(t); !slices.Equal(got, want) {
 			t.Errorf("keys left %v, want %v", got, want)
@@ -59,7 +57,7 @@ FROM unnest($1::text[]) AS k`
 		bundle.exec(t, insertKey, expired, "completed", "-1 minute")
 		bundle.exec(t, insertKey, []string{"kept"}, "completed", "1 minute")
 
-		bundle.waitJob(t, bundle.insertJob(t, jobs.CleanupArgs{}), "completed")
+		bundle.cleanUp(t)
 		if got := bundle.keys(t); !slices.Equal(got, []string{"kept"}) {
 			t.Errorf("%d keys left, want only kept", len(got))
 		}

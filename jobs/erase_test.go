@@ -208,7 +208,7 @@ func TestRetentionErasesFinishedLeads(t *testing.T) {
 	before, _ := bundle.key(t, old.Key)
 	kept := bundle.lead(t, old.LeadID)
 
-	bundle.waitJob(t, bundle.insertJob(t, jobs.CleanupArgs{}), "completed")
+	bundle.cleanUp(t)
 	requireErased(t, bundle.erasedLead(t, old.LeadID), old)
 	if after := bundle.lead(t, old.LeadID); *after.Score != *kept.Score || *after.Tier != *kept.Tier || *after.CRMID != *kept.CRMID {
 		t.Errorf("lead after retention %+v, want its score, tier and CRM id kept (%+v)", after, kept)

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertest"
 
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/downstream/fake"
@@ -109,6 +110,8 @@ type testBundle struct {
 	// secrets must never show in the log: the keys and personal data
 	// submitted, the tokens.
 	secrets *secretList
+	// cfg is the workers' configuration.
+	cfg jobs.Config
 }
 
 func setup(t *testing.T, opts *setupOpts) *testBundle {
@@ -174,6 +177,7 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 		AwaitRecheck: cmp.Or(opts.AwaitRecheck, time.Second),
 		Logger:       logger.With(slog.String("component", "jobs")),
 	}
+	b.cfg = cfg
 	b.riverConfig = func() *river.Config {
 		workers := river.NewWorkers()
 		river.AddWorker(workers, jobs.NewProcessLeadWorker(cfg))
@@ -461,6 +465,28 @@ func (b *testBundle) insertJob(t *testing.T, args river.JobArgs) int64 {
 		t.Fatalf("insert %s: %v", args.Kind(), err)
 	}
 	return res.Job.ID
+}
+
+// cleanUp works one round of the clean-up alone, with River's rivertest
+// (the job inserted and completed in a transaction that is rolled back;
+// the worker's own statements commit as they do in production), and
+// requires it to complete.
+func (b *testBundle) cleanUp(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	w := rivertest.NewWorker(t, riverpgxv5.New(b.pool), &river.Config{}, jobs.NewCleanupWorker(b.cfg))
+	res, err := w.Work(ctx, t, tx, jobs.CleanupArgs{}, nil)
+	if err != nil {
+		t.Fatalf("clean-up: %v", err)
+	}
+	if res.EventKind != river.EventKindJobCompleted {
+		t.Fatalf("clean-up ended with %s, want %s", res.EventKind, river.EventKindJobCompleted)
+	}
 }
 
 // reconcile runs one round of the reconciler and one of the orphan
