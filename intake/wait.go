@@ -25,8 +25,8 @@ const (
 )
 
 // Waiters holds requests that asked to wait (Prefer: wait) until their key
-// finishes. The finishing transaction announces every finished key
-// (store.Listen); Finished wakes the requests waiting for it. While the
+// finishes. Every finished key is announced once its finishing transaction
+// has committed (store.Listen); Finished wakes the requests waiting for it. While the
 // announcements cannot arrive, held requests look at their key every
 // second instead. It is safe for concurrent use.
 type Waiters struct {

@@ -105,7 +105,7 @@ const usageHeader = `Usage: api [migrate | erase | keys]
   api migrate   apply every migration (River's and leadintake's) and exit
   api erase --client ID --email ADDRESS [--json]
                 erase the personal data of the client's leads of that address
-  api keys list [--client ID] [--state STATE] [--older-than DURATION] [--json]
+  api keys list [--client ID] [--state STATE] [--older-than DURATION] [--limit N] [--json]
   api keys show --client ID KEY [--json]
   api keys settle --client ID KEY (--crm-id CRMID | --not-found) [--json]
                 list, show, and settle a key awaiting reconciliation
