@@ -70,7 +70,7 @@ type options struct {
 	phases                                   map[string]bool
 }
 
-var allPhases = []string{"pgbench", "claims", "paced", "wait", "burst", "system", "replays"}
+var allPhases = []string{"pgbench", "claims", "paced", "wait", "callbacks", "burst", "system", "replays"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -97,8 +97,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before the claims and replays phases")
 	fs.IntVar(&o.clients, "clients", 32, "concurrent clients of pgbench and of the load generator")
 	fs.IntVar(&o.threads, "threads", 0, "pgbench threads (-j); 0 means the number of CPUs")
-	fs.Float64Var(&o.rate, "rate", 100, "leads per second of the paced and the Prefer: wait phases")
-	fs.DurationVar(&o.paced, "paced", 25*time.Second, "length of the paced phase and of the Prefer: wait phase")
+	fs.Float64Var(&o.rate, "rate", 100, "leads per second of the paced, the Prefer: wait and the callbacks phases")
+	fs.DurationVar(&o.paced, "paced", 25*time.Second, "length of the paced, the Prefer: wait and the callbacks phases")
 	fs.IntVar(&o.wait, "prefer-wait", 5, "seconds of Prefer: wait in the wait phase")
 	fs.DurationVar(&o.system, "system", 30*time.Second, "length of the whole-system phase (new leads closed-loop, worker running)")
 	fs.IntVar(&o.burst, "burst", 3000, "leads of the burst phase")
@@ -159,7 +159,9 @@ type results struct {
 		Claims *loadResult  `json:"claims,omitempty"`
 		Paced  *pacedResult `json:"paced,omitempty"`
 		Wait   *waitResult  `json:"prefer_wait,omitempty"`
-		Burst  *burstResult `json:"burst,omitempty"`
+		// Callbacks: the delivery of each finish to a client's callback.
+		Callbacks *callbackResult `json:"callbacks,omitempty"`
+		Burst     *burstResult    `json:"burst,omitempty"`
 		// System: new leads closed-loop with the worker running; the
 		// leads finished per second.
 		System *systemResult `json:"system,omitempty"`
@@ -282,7 +284,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		checkQuiet("after pgbench")
 	}
-	if o.phases["claims"] || o.phases["paced"] || o.phases["wait"] || o.phases["burst"] || o.phases["system"] || o.phases["replays"] {
+	if o.phases["claims"] || o.phases["paced"] || o.phases["wait"] || o.phases["callbacks"] || o.phases["burst"] || o.phases["system"] || o.phases["replays"] {
 		if err := runServicePhases(ctx, o, bins, &res, warn); err != nil {
 			return err
 		}
@@ -503,7 +505,7 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 		}
 	}
 
-	if !(o.phases["paced"] || o.phases["wait"] || o.phases["burst"] || o.phases["system"] || o.phases["replays"]) {
+	if !(o.phases["paced"] || o.phases["wait"] || o.phases["callbacks"] || o.phases["burst"] || o.phases["system"] || o.phases["replays"]) {
 		res.RSS.APIPeakMiB = peakRSSMiB(apiPID)
 		return nil
 	}
@@ -546,6 +548,19 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 		res.Service.Wait = w
 		if w.Expired > 0 || w.Errors > 0 {
 			warn("Prefer: wait: %d answers were 202 (the wait ran out), %d errors; the latencies are of the 201s", w.Expired, w.Errors)
+		}
+	}
+
+	if o.phases["callbacks"] {
+		fmt.Printf("callbacks: %.0f leads/s for %s, each finish delivered to the fake's receiver...\n", o.rate, o.paced)
+		cb := newLoadGen(s.apiURL, s.cbToken, []byte(benchBody), o.clients)
+		c, err := runCallbackPhase(ctx, s, cb, "callback-"+run, o.rate, o.paced)
+		if err != nil {
+			return err
+		}
+		res.Service.Callbacks = c
+		if c.Missing > 0 || c.Unverified > 0 || c.Errors > 0 {
+			warn("callbacks: %d finishes without a delivery, %d deliveries unverified, %d errors", c.Missing, c.Unverified, c.Errors)
 		}
 	}
 
@@ -824,6 +839,7 @@ func printSummary(r *results) {
 			"the paced POSTs", p.Post.P50Ms, p.Post.P99Ms, p.CPU.Machine, p.CPU.API, p.CPU.Worker, p.CPU.Postgres, p.CPU.Bench, p.CPU.Other)
 	}
 	printWait(r.Service.Wait)
+	printCallbacks(r.Service.Callbacks)
 	if b := r.Service.Burst; b != nil {
 		fmt.Printf("  %-34s %9.0f /s     (%d leads: submitted in %.2f s, all completed after %.2f s; %d errors; cores: machine %.2f, api %.2f, worker %.2f, postgres %.2f, bench %.2f, other %.2f)\n",
 			"burst: completed leads", b.CompletedPerS, b.Leads, b.SubmitSeconds, b.TotalSeconds, b.Errors,

@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -21,6 +23,7 @@ import (
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/internal/system"
+	"github.com/leadintake/leadintake/webhook"
 )
 
 // apiPID and workerPID are the running processes, for the CPU figures (0
@@ -34,16 +37,20 @@ func benchPIDs() []int {
 // stack is the system under test: api and worker processes on a database
 // of their own, the fake downstream in this process.
 type stack struct {
-	bins    *system.Binaries
-	dbURL   string
-	pool    *pgxpool.Pool
-	token   string
-	apiURL  string
-	api     *system.Process
-	worker  *system.Process
-	fake    *fake.Server
-	fakeSrv *httptest.Server
-	notify  *notifyLog
+	bins  *system.Binaries
+	dbURL string
+	pool  *pgxpool.Pool
+	token string
+	// cbToken is the token of benchCallbackClient.
+	cbToken string
+	// clientsFile is the CLIENTS_FILE of both processes, in dir.
+	clientsFile, dir string
+	apiURL           string
+	api              *system.Process
+	worker           *system.Process
+	fake             *fake.Server
+	fakeSrv          *httptest.Server
+	notify           *notifyLog
 	// stopAnalyze ends the stand-in for autovacuum's ANALYZE; nil when
 	// the server runs autovacuum itself.
 	stopAnalyze func()
@@ -81,7 +88,12 @@ func openStack(ctx context.Context, serverURL, prefix string, maxConns int, bins
 		drop()
 		return nil, nil, err
 	}
-	s = newStack(bins, dbURL, pool)
+	s, err = newStack(bins, dbURL, pool)
+	if err != nil {
+		pool.Close()
+		drop()
+		return nil, nil, err
+	}
 	close = func() {
 		s.close()
 		pool.Close()
@@ -94,9 +106,17 @@ func openStack(ctx context.Context, serverURL, prefix string, maxConns int, bins
 	return s, close, nil
 }
 
-func newStack(bins *system.Binaries, dbURL string, pool *pgxpool.Pool) *stack {
-	s := &stack{bins: bins, dbURL: dbURL, pool: pool, token: "bench-" + randomHex(16)}
-	s.fake = fake.New(nil)
+func newStack(bins *system.Binaries, dbURL string, pool *pgxpool.Pool) (*stack, error) {
+	secret, err := webhook.ParseSecret(benchCallbackSecret)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "leadintake-bench-clients-")
+	if err != nil {
+		return nil, err
+	}
+	s := &stack{bins: bins, dbURL: dbURL, pool: pool, token: "bench-" + randomHex(16), cbToken: "bench-cb-" + randomHex(16), dir: dir}
+	s.fake = fake.New(&fake.Options{CallbackSecret: secret})
 	s.notify = &notifyLog{at: map[string]time.Time{}}
 	s.fakeSrv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/notify" {
@@ -116,8 +136,33 @@ func newStack(bins *system.Binaries, dbURL string, pool *pgxpool.Pool) *stack {
 		}
 		s.fake.ServeHTTP(w, r)
 	}))
+	s.clientsFile = filepath.Join(dir, "clients.yaml")
+	if err := os.WriteFile(s.clientsFile, s.clientsYAML(), 0o600); err != nil {
+		s.fake.Close()
+		s.fakeSrv.Close()
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	s.stopAnalyze = keepAnalyzed(pool, analyzeEvery)
-	return s
+	return s, nil
+}
+
+// clientsYAML is the clients file of both processes: the bench's client,
+// and benchCallbackClient with its callback to the fake's receiver.
+func (s *stack) clientsYAML() []byte {
+	hash := func(token string) string {
+		sum := sha256.Sum256([]byte(token))
+		return hex.EncodeToString(sum[:])
+	}
+	return fmt.Appendf(nil, `clients:
+  - id: %s
+    tokens_sha256: [%s]
+  - id: %s
+    tokens_sha256: [%s]
+    callback:
+      url: %s/callbacks/%s
+      secret: %s
+`, benchClient, hash(s.token), benchCallbackClient, hash(s.cbToken), s.fakeSrv.URL, benchCallbackClient, benchCallbackSecret)
 }
 
 // analyzeEvery is how often keepAnalyzed analyzes the tables.
@@ -158,13 +203,12 @@ func keepAnalyzed(pool *pgxpool.Pool, every time.Duration) func() {
 }
 
 func (s *stack) startAPI(ctx context.Context) error {
-	sum := sha256.Sum256([]byte(s.token))
 	p, err := system.Start(s.bins.Path("api"), []string{
 		"DATABASE_URL=" + s.dbURL,
 		"API_ADDR=127.0.0.1:0",
 		"ADMIN_ADDR=127.0.0.1:0",
 		"PII_HASH_KEY=bench-pii-hash-key-0123456789abcdefghij",
-		"API_CLIENTS=" + benchClient + "=" + hex.EncodeToString(sum[:]),
+		"CLIENTS_FILE=" + s.clientsFile,
 	})
 	if err != nil {
 		return err
@@ -189,6 +233,7 @@ func (s *stack) startWorker(ctx context.Context) error {
 		"ENRICHMENT_URL=" + s.fakeSrv.URL + "/enrichment",
 		"CRM_URL=" + s.fakeSrv.URL + "/crm",
 		"NOTIFY_URL=" + s.fakeSrv.URL + "/notify",
+		"CLIENTS_FILE=" + s.clientsFile,
 	})
 	if err != nil {
 		return err
@@ -242,6 +287,7 @@ func (s *stack) close() {
 	apiPID, workerPID = 0, 0
 	s.fake.Close()
 	s.fakeSrv.Close()
+	_ = os.RemoveAll(s.dir)
 }
 
 // unfinished counts the keys still processing (or awaiting reconciliation).
