@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leadintake/leadintake/internal/system"
 )
 
 // machine describes where the figures were taken.
@@ -245,4 +247,51 @@ func cpuBetween(a, b cpuSnapshot, apiPID, workerPID int) cpuUse {
 	}
 	u.Other = u.Machine - u.Postgres - u.API - u.Worker - u.Bench
 	return u
+}
+
+// warner returns a warn function that prints a warning and appends it to
+// list, which ends in the results.
+func warner(list *[]string) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		fmt.Println("WARNING:", msg)
+		*list = append(*list, msg)
+	}
+}
+
+// prepare starts a run of either bench: it waits for a quiet machine when
+// maxLoad is set, warns when the start is not quiet, describes the machine
+// and builds the binaries. remove deletes them; it is set whenever the
+// error is nil.
+func prepare(ctx context.Context, serverURL string, maxLoad float64, maxWait time.Duration, warn func(string, ...any)) (m machine, bins *system.Binaries, remove func(), err error) {
+	if maxLoad > 0 {
+		if err := waitQuiet(ctx, maxLoad, maxWait); err != nil {
+			return m, nil, nil, err
+		}
+	}
+	// The load average is only telling before the first phase: later it
+	// counts the benchmark's own work. Then tests running, and the CPU of
+	// other processes in each phase (cpu_cores.other), tell.
+	if l, tests := loadAvg(), busyTests(); l[0] >= 1 || len(tests) > 0 {
+		warn("at start: load average %.2f, tests running %v: the figures are not reliable", l[0], tests)
+	}
+	pgVersion, err := serverVersion(ctx, serverURL)
+	if err != nil {
+		return m, nil, nil, err
+	}
+	m = describeMachine(ctx, pgVersion)
+	fmt.Printf("machine: %d CPUs (%s), %d MiB RAM, %s, %s; load %.2f %.2f %.2f\n",
+		m.NProc, m.CPUModel, m.RAMMiB, pgVersion, m.Go, m.LoadAtStart[0], m.LoadAtStart[1], m.LoadAtStart[2])
+
+	binDir, err := os.MkdirTemp("", "leadintake-bench-")
+	if err != nil {
+		return m, nil, nil, err
+	}
+	remove = func() { _ = os.RemoveAll(binDir) }
+	fmt.Println("building api, worker and fakedownstream (no race detector)...")
+	if bins, err = system.Build(ctx, binDir, nil); err != nil {
+		remove()
+		return m, nil, nil, err
+	}
+	return m, bins, remove, nil
 }

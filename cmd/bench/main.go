@@ -231,22 +231,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	res.Flags.Phases = strings.Join(phases, ",")
 
-	if o.maxLoad > 0 {
-		if err := waitQuiet(ctx, o.maxLoad, o.maxWait); err != nil {
-			return err
-		}
-	}
-	warn := func(format string, args ...any) {
-		msg := fmt.Sprintf(format, args...)
-		fmt.Println("WARNING:", msg)
-		res.Warnings = append(res.Warnings, msg)
-	}
-	// The load average is only telling before the first phase: later it
-	// counts the benchmark's own work. Then tests running, and the CPU of
-	// other processes in each phase (cpu_cores.other), tell.
-	if l, tests := loadAvg(), busyTests(); l[0] >= 1 || len(tests) > 0 {
-		warn("at start: load average %.2f, tests running %v: the figures are not reliable", l[0], tests)
-	}
+	warn := warner(&res.Warnings)
 	checkQuiet := func(when string) {
 		if tests := busyTests(); len(tests) > 0 {
 			warn("%s: tests running %v: the figures are not reliable", when, tests)
@@ -258,25 +243,12 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("bench body: %w", err)
 	}
 
-	pgVersion, err := serverVersion(ctx, o.serverURL)
+	machine, bins, removeBins, err := prepare(ctx, o.serverURL, o.maxLoad, o.maxWait, warn)
 	if err != nil {
 		return err
 	}
-	res.Machine = describeMachine(ctx, pgVersion)
-	fmt.Printf("machine: %d CPUs (%s), %d MiB RAM, %s, %s; load %.2f %.2f %.2f\n",
-		res.Machine.NProc, res.Machine.CPUModel, res.Machine.RAMMiB, pgVersion, res.Machine.Go,
-		res.Machine.LoadAtStart[0], res.Machine.LoadAtStart[1], res.Machine.LoadAtStart[2])
-
-	binDir, err := os.MkdirTemp("", "leadintake-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(binDir)
-	fmt.Println("building api, worker and fakedownstream (no race detector)...")
-	bins, err := system.Build(ctx, binDir, nil)
-	if err != nil {
-		return err
-	}
+	defer removeBins()
+	res.Machine = machine
 
 	if o.phases["pgbench"] {
 		if err := runPgbenchPhases(ctx, o, bins, sub, &res); err != nil {
