@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/leadintake/leadintake/internal/browsertest"
 	"github.com/leadintake/leadintake/store"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,17 +85,12 @@ func TestAdminListener(t *testing.T) {
 	})
 }
 
-// chromiumPath is Debian's Chromium, which scripts/chromium.sh installs.
-const chromiumPath = "/usr/bin/chromium"
-
 // A real browser loads River UI with the operator's credentials after a lead
 // was processed: the jobs list shows the process_lead job, and not its
 // arguments (the lead id) until asked to.
 func TestRiverUIInBrowser(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("no browser: %s is missing (scripts/chromium.sh installs Debian's chromium package; make test runs it): %v", chromiumPath, err)
-	}
+	browsertest.Require(t)
 	s := newStack(t, nil)
 	api := s.startAPI("ADMIN_USER="+operator.user, "ADMIN_PASSWORD="+operator.password)
 	s.startWorker()
@@ -113,26 +108,8 @@ func TestRiverUIInBrowser(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx,
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		// The machine's closed network refuses Google's hosts: no
-		// background traffic for the browser to wait on.
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1400, 1000),
-	)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
+	browser, stop := browsertest.Start(t, ctx, 1400, 1000)
+	defer stop()
 
 	auth := base64.StdEncoding.EncodeToString([]byte(operator.user + ":" + operator.password))
 	if _, err := chromedp.Call(browser, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{

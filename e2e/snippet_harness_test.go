@@ -19,6 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/leadintake/leadintake/internal/browsertest"
 	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/web"
 )
@@ -246,18 +247,6 @@ func hangUp(w http.ResponseWriter) {
 	}
 }
 
-// requireChromium skips the test when there is no browser, except in CI,
-// where a browser test must not silently disappear.
-func requireChromium(t *testing.T) {
-	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no browser in CI: %s is missing (scripts/chromium.sh installs Debian's chromium package): %v", chromiumPath, err)
-		}
-		t.Skipf("no browser: %s is missing (scripts/chromium.sh installs Debian's chromium package; make test runs it): %v", chromiumPath, err)
-	}
-}
-
 // page is one tab of a headless Chromium of the test's own, on the demo
 // form.
 type page struct {
@@ -270,25 +259,7 @@ type page struct {
 // the test fails.
 func newPage(t *testing.T) *page {
 	t.Helper()
-	requireChromium(t)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		// The machine's closed network refuses Google's hosts: no
-		// background traffic for the browser to wait on.
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1000, 1200),
-	)
-	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
+	ctx, stop := browsertest.Start(t, context.Background(), 1000, 1200)
 	p := &page{t: t, ctx: ctx, console: &testkit.LockedBuffer{}}
 	messages := chromedp.Console(ctx)
 	done := make(chan struct{})
@@ -302,8 +273,7 @@ func newPage(t *testing.T) *page {
 		}
 	}()
 	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
+		stop()
 		<-done
 		if t.Failed() {
 			t.Logf("browser console:\n%s", p.console)

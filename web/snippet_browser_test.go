@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,12 +15,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/leadintake/leadintake/internal/browsertest"
 	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/web"
 )
-
-// chromiumPath is Debian's Chromium, which scripts/chromium.sh installs.
-const chromiumPath = "/usr/bin/chromium"
 
 const testPK = "pk_test_0123456789abcdef"
 
@@ -156,29 +153,14 @@ func submitIn(t *testing.T, tab context.Context, api *scriptedAPI, lead string, 
 // not silently disappear).
 func browserTab(t *testing.T) context.Context {
 	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no browser in CI: %s is missing (scripts/chromium.sh installs it): %v", chromiumPath, err)
-		}
-		t.Skipf("no browser: %s is missing (scripts/chromium.sh installs Debian's chromium package): %v", chromiumPath, err)
-	}
+	browsertest.Require(t)
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = io.WriteString(w, "<!doctype html><title>blank</title>")
 	}))
 	t.Cleanup(page.Close)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		// The machine's closed network refuses Google's hosts: no
-		// background traffic for the browser to wait on.
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	tab, cancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(func() { cancel(); cancelAlloc() })
+	tab, stop := browsertest.Start(t, context.Background(), 800, 600)
+	t.Cleanup(stop)
 	if err := chromedp.Do(tab, chromedp.Navigate(page.URL)); err != nil {
 		t.Fatalf("browser: %v", err)
 	}
