@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -294,4 +295,17 @@ func prepare(ctx context.Context, serverURL string, maxLoad float64, maxWait tim
 		return m, nil, nil, err
 	}
 	return m, bins, remove, nil
+}
+
+// writeResults writes a run's results as indented JSON to path.
+func writeResults(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("results written to", path)
+	return nil
 }

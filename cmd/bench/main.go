@@ -28,7 +28,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -268,15 +267,7 @@ func run(ctx context.Context, args []string) error {
 	res.N8n = compareN8n(&res)
 	printSummary(&res)
 
-	b, err := json.MarshalIndent(&res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(o.out, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	fmt.Println("results written to", o.out)
-	return nil
+	return writeResults(o.out, &res)
 }
 
 // The targets, on this machine, against PostgreSQL's own limit on it.

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -156,15 +155,7 @@ func runScale(ctx context.Context, args []string) error {
 	}
 	res.LoadEnd = loadAvg()
 	printScaleSummary(&res)
-	b, err := json.MarshalIndent(&res, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(o.out, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	fmt.Println("results written to", o.out)
-	return nil
+	return writeResults(o.out, &res)
 }
 
 func runScaleSteps(ctx context.Context, o *scaleOptions, bins *system.Binaries, res *scaleResults, warn func(string, ...any)) error {
