@@ -90,6 +90,10 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		t.Fatalf("GET /metrics: %d", res.StatusCode)
 	}
 
+	// A connection the client dialed and never used is idle to the
+	// server's graceful shutdown only after Go's 5 s (it may still bring a
+	// request): a polite client closes its idle connections first.
+	client.CloseIdleConnections()
 	cancel()
 	select {
 	case err := <-done:
