@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/webhook"
 )
 
@@ -37,10 +38,10 @@ func TestCallbackSurvivesAWorkerKill(t *testing.T) {
 	if got := s.submitAs("hooked-token-0001", "hooked-key-0001", leadBody(1)); got != http.StatusAccepted {
 		t.Fatalf("submit: %d", got)
 	}
-	eventually(t, time.Minute, "the callback taken by the receiver", func() bool { return len(s.fake.Callbacks()) == 1 })
+	testkit.EventuallyWithin(t, time.Minute, "the callback taken by the receiver", func() bool { return len(s.fake.Callbacks()) == 1 })
 	first.Kill()
 	s.startWorker(env...)
-	eventually(t, 2*time.Minute, "the callback delivered again", func() bool {
+	testkit.EventuallyWithin(t, 2*time.Minute, "the callback delivered again", func() bool {
 		return s.count(`SELECT count(*) FROM callbacks WHERE delivered_at IS NOT NULL`) == 1
 	})
 	msgs := s.fake.Callbacks()

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/internal/testkit"
 )
 
 func sha256Hex(s string) string {
@@ -66,7 +68,7 @@ func TestClientsFileReload(t *testing.T) {
 	if err := syscall.Kill(api.Pid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the new token in force", func() bool {
+	testkit.EventuallyWithin(t, 5*time.Second, "the new token in force", func() bool {
 		return s.submitAs("second-token-0002", "filed-key-0002", leadBody(2)) == http.StatusAccepted
 	})
 	if got := s.submitAs("first-token-0001", "filed-key-0003", leadBody(3)); got != http.StatusUnauthorized {
@@ -81,7 +83,7 @@ func TestClientsFileReload(t *testing.T) {
 	if err := syscall.Kill(api.Pid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the bad file refused", func() bool {
+	testkit.EventuallyWithin(t, 5*time.Second, "the bad file refused", func() bool {
 		return strings.Contains(api.Output(), "clients file refused")
 	})
 	if got := s.submitAs("second-token-0002", "filed-key-0004", leadBody(5)); got != http.StatusAccepted {

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"github.com/leadintake/leadintake/callers"
 	"net"
 	"net/url"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/callers"
 
 	"go.yaml.in/yaml/v3"
 )

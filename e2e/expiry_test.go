@@ -2,12 +2,13 @@ package e2e
 
 import (
 	"encoding/json"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
 )
 
 // A finished key expires after KEY_RETENTION: the clean-up deletes it, the
@@ -30,12 +31,12 @@ func TestKeyExpiry(t *testing.T) {
 	firstLead := leadID(t, first.body)
 	// The key stays finished for about KEY_RETENTION: short, but a poll
 	// every 50 ms sees it.
-	s.waitState(key, time.Minute, string(store.KeyCompleted))
+	s.waitState(key, time.Minute, string(lead.KeyCompleted))
 	if rec, ok := s.fake.CRM(ref); !ok || rec.Records != 1 || rec.Writes != 1 {
 		t.Fatalf("CRM after the first lead: %+v", rec)
 	}
 
-	eventually(t, time.Minute, "the expired key is deleted", func() bool {
+	testkit.EventuallyWithin(t, time.Minute, "the expired key is deleted", func() bool {
 		return s.count(`SELECT count(*) FROM idempotency_keys WHERE client_id = 'e2e' AND key = $1`, key) == 0
 	})
 	if r := s.operation(key); r.status != http.StatusNotFound {
@@ -58,11 +59,11 @@ func TestKeyExpiry(t *testing.T) {
 
 	// The second lead reaches the CRM under the same reference: an update of
 	// the one record, not a second one.
-	eventually(t, time.Minute, "the second lead's CRM write", func() bool {
+	testkit.EventuallyWithin(t, time.Minute, "the second lead's CRM write", func() bool {
 		rec, _ := s.fake.CRM(ref)
 		return rec.Writes == 2
 	})
-	eventually(t, time.Minute, "the second lead finishes", func() bool {
+	testkit.EventuallyWithin(t, time.Minute, "the second lead finishes", func() bool {
 		return s.count(`SELECT count(*) FROM leads WHERE id = $1 AND finished_at IS NOT NULL`, secondLead) == 1
 	})
 	rec, _ := s.fake.CRM(ref)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
 )
 
 func TestHappyPathReplaysFinalResponse(t *testing.T) {
@@ -34,7 +35,7 @@ func TestHappyPathReplaysFinalResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	op := s.waitState(key, time.Minute, string(store.KeyCompleted))
+	op := s.waitState(key, time.Minute, string(lead.KeyCompleted))
 	if op.Response == nil || op.Response.Status != http.StatusCreated {
 		t.Fatalf("operation: %+v", op)
 	}
@@ -91,11 +92,11 @@ func TestWorkerKilledDuringCRMCall(t *testing.T) {
 	if r := s.submit(key, leadBody(1)); r.status != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", r.status, r.body)
 	}
-	eventually(t, time.Minute, "the CRM create arrives", func() bool { return s.fake.Requests(fake.CRMCreate) >= 1 })
+	testkit.EventuallyWithin(t, time.Minute, "the CRM create arrives", func() bool { return s.fake.Requests(fake.CRMCreate) >= 1 })
 	first.Kill()
 
 	s.startWorker()
-	s.waitState(key, 2*time.Minute, string(store.KeyCompleted))
+	s.waitState(key, 2*time.Minute, string(lead.KeyCompleted))
 
 	ref := intake.ExternalRef("e2e", key)
 	rec, _ := s.fake.CRM(ref)
@@ -156,7 +157,7 @@ func TestManyLeadsWithRetries(t *testing.T) {
 		t.Fatalf("%d bad answers, first: %s", len(bad), bad[0])
 	}
 
-	eventually(t, 3*time.Minute, "every key completed", func() bool {
+	testkit.EventuallyWithin(t, 3*time.Minute, "every key completed", func() bool {
 		return s.count(`SELECT count(*) FROM idempotency_keys WHERE state = 'completed'`) == leads
 	})
 	// Retried later too, once finished: replays, nothing new.
@@ -196,7 +197,7 @@ func TestGracefulStop(t *testing.T) {
 	if r := s.submit(key, leadBody(2)); r.status != http.StatusAccepted {
 		t.Fatalf("submit: %d", r.status)
 	}
-	eventually(t, time.Minute, "the CRM call starts", func() bool { return s.fake.Requests(fake.CRMUpsert) >= 1 })
+	testkit.EventuallyWithin(t, time.Minute, "the CRM call starts", func() bool { return s.fake.Requests(fake.CRMUpsert) >= 1 })
 	if err := worker.Stop(30 * time.Second); err != nil {
 		t.Fatalf("worker exit: %v", err)
 	}

@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leadintake/leadintake/internal/system"
+	"github.com/leadintake/leadintake/lead"
 )
 
 // Personal data and secrets that the logs test submits; none may appear in
@@ -97,7 +97,7 @@ func TestLogsHoldNoPersonalData(t *testing.T) {
 	if r := s.do(req); r.status != http.StatusAccepted {
 		t.Fatalf("lead ok: %d %s", r.status, r.body)
 	}
-	s.waitState(piiKeys["ok"], time.Minute, string(store.KeyCompleted))
+	s.waitState(piiKeys["ok"], time.Minute, string(lead.KeyCompleted))
 	if r := s.submit(piiKeys["ok"], body1); r.status != http.StatusCreated {
 		t.Fatalf("replay: %d %s", r.status, r.body)
 	}
@@ -165,7 +165,7 @@ func TestLogsHoldNoPersonalData(t *testing.T) {
 	if r := s.submit(piiKeys["rejected"], body2); r.status != http.StatusAccepted {
 		t.Fatalf("lead rejected: %d %s", r.status, r.body)
 	}
-	if op := s.waitState(piiKeys["rejected"], time.Minute, string(store.KeyFailed), string(store.KeyCompleted)); op.State != string(store.KeyFailed) {
+	if op := s.waitState(piiKeys["rejected"], time.Minute, string(lead.KeyFailed), string(lead.KeyCompleted)); op.State != string(lead.KeyFailed) {
 		t.Fatalf("lead the CRM rejects: %+v", op)
 	}
 
@@ -182,8 +182,8 @@ func TestLogsHoldNoPersonalData(t *testing.T) {
 	if r := s.submit(piiKeys["transient"], body1); r.status != http.StatusAccepted {
 		t.Fatalf("lead transient: %d %s", r.status, r.body)
 	}
-	op := s.waitState(piiKeys["transient"], 2*time.Minute, string(store.KeyCompleted), string(store.KeyFailed))
-	if op.State != string(store.KeyCompleted) || op.Response == nil ||
+	op := s.waitState(piiKeys["transient"], 2*time.Minute, string(lead.KeyCompleted), string(lead.KeyFailed))
+	if op.State != string(lead.KeyCompleted) || op.Response == nil ||
 		!bytes.Contains(op.Response.Body, []byte("enrichment_unavailable")) || !bytes.Contains(op.Response.Body, []byte("notification_failed")) {
 		t.Fatalf("lead after transient failures: %+v %s", op, responseBody(op))
 	}
@@ -198,13 +198,13 @@ func TestLogsHoldNoPersonalData(t *testing.T) {
 	if r := s.submit(piiKeys["exhausted"], body2); r.status != http.StatusAccepted {
 		t.Fatalf("lead exhausted: %d %s", r.status, r.body)
 	}
-	if op := s.waitState(piiKeys["exhausted"], 2*time.Minute, string(store.KeyFailed), string(store.KeyCompleted)); op.State != string(store.KeyFailed) {
+	if op := s.waitState(piiKeys["exhausted"], 2*time.Minute, string(lead.KeyFailed), string(lead.KeyCompleted)); op.State != string(lead.KeyFailed) {
 		t.Fatalf("lead whose CRM stays down: %+v", op)
 	}
 	if r := s.submit(piiKeys["exhausted"], body2); r.status != http.StatusAccepted || r.header.Get("Idempotent-Replayed") != "false" {
 		t.Fatalf("re-open: %d %s", r.status, r.body)
 	}
-	s.waitState(piiKeys["exhausted"], time.Minute, string(store.KeyCompleted))
+	s.waitState(piiKeys["exhausted"], time.Minute, string(lead.KeyCompleted))
 
 	// 6. The operators' side: River UI with wrong and right credentials.
 	if r := get(t, admin+"/riverui/api/jobs?state=completed", basicAuth{user: operator.user, password: "wrong-" + operator.password}); r.status != http.StatusUnauthorized {

@@ -1,10 +1,12 @@
 package e2e
 
 import (
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
 )
 
 // Both /metrics answer in the Prometheus text format with leadintake's
@@ -22,7 +24,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("api: no leadintake_submissions_total{outcome=%q}", outcome)
 		}
 	}
-	for _, state := range []string{string(store.KeyProcessing), string(store.KeyCompleted), string(store.KeyFailed), string(store.KeyNeedsReconciliation)} {
+	for _, state := range []string{string(lead.KeyProcessing), string(lead.KeyCompleted), string(lead.KeyFailed), string(lead.KeyNeedsReconciliation)} {
 		if _, ok := before.value("leadintake_keys", map[string]string{"state": state}); !ok {
 			t.Errorf("api: no leadintake_keys{state=%q}", state)
 		}
@@ -39,7 +41,7 @@ func TestMetrics(t *testing.T) {
 	if r := s.submit(key, leadBody(3)); r.status != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", r.status, r.body)
 	}
-	s.waitState(key, time.Minute, string(store.KeyCompleted))
+	s.waitState(key, time.Minute, string(lead.KeyCompleted))
 	if r := s.submit(key, leadBody(3)); r.status != http.StatusCreated {
 		t.Fatalf("replay: %d %s", r.status, r.body)
 	}
@@ -63,13 +65,13 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("api: leadintake_http_request_duration_seconds is not a histogram: %v", fam)
 	}
 	// The key gauges are read from the database, at most every 10 s.
-	eventually(t, time.Minute, "leadintake_keys{state=completed} reaches 1", func() bool {
-		v, _ := scrape(t, apiMetrics, basicAuth{}).value("leadintake_keys", map[string]string{"state": string(store.KeyCompleted)})
+	testkit.EventuallyWithin(t, time.Minute, "leadintake_keys{state=completed} reaches 1", func() bool {
+		v, _ := scrape(t, apiMetrics, basicAuth{}).value("leadintake_keys", map[string]string{"state": string(lead.KeyCompleted)})
 		return v == 1
 	})
 
 	var w metrics
-	eventually(t, time.Minute, "the worker counts the finished lead", func() bool {
+	testkit.EventuallyWithin(t, time.Minute, "the worker counts the finished lead", func() bool {
 		w = scrape(t, workerMetrics, basicAuth{})
 		v, _ := w.value("leadintake_leads_finished_total", map[string]string{"outcome": "completed"})
 		return v == 1

@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/leadintake/leadintake/deploy"
+	"github.com/leadintake/leadintake/internal/testkit"
 )
 
 // The observability profile of docker-compose.yml (Prometheus and Grafana)
@@ -373,7 +374,7 @@ func TestObservabilityMetricsExported(t *testing.T) {
 	s.waitState(key, time.Minute, "completed")
 	apiURL, workerURL := adminURL(t, api)+"/metrics", adminURL(t, worker)+"/metrics"
 	var exported map[string]string // series name -> family
-	eventually(t, time.Minute, "the worker exports its job and downstream series", func() bool {
+	testkit.EventuallyWithin(t, time.Minute, "the worker exports its job and downstream series", func() bool {
 		exported = map[string]string{}
 		for _, url := range []string{apiURL, workerURL} {
 			for name, fam := range scrape(t, url, basicAuth{}) {

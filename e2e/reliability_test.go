@@ -18,8 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	api "github.com/leadintake/leadintake/response"
-	"github.com/leadintake/leadintake/store"
 	"io"
 	"net"
 	"net/http"
@@ -29,9 +27,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leadintake/leadintake/lead"
+	api "github.com/leadintake/leadintake/response"
+
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/faultproxy"
+	"github.com/leadintake/leadintake/internal/testkit"
 )
 
 // relPatience bounds every wait for something that must happen; a test
@@ -86,7 +88,7 @@ func relSend(ctx context.Context, s *stack, apiURL, key, body string) (*response
 // completed.
 func relStored(t *testing.T, s *stack, key string) (int, []byte) {
 	t.Helper()
-	op := s.waitState(key, relPatience, string(store.KeyCompleted))
+	op := s.waitState(key, relPatience, string(lead.KeyCompleted))
 	if op.Response == nil {
 		t.Fatalf("key %s completed without a response", key)
 	}
@@ -254,7 +256,7 @@ func TestLostResponse(t *testing.T) {
 		proxy.Restore()
 
 		// The request the client gave up on was applied all the same.
-		eventually(t, relPatience, "the abandoned request's claim commits", func() bool {
+		testkit.EventuallyWithin(t, relPatience, "the abandoned request's claim commits", func() bool {
 			return s.count(`SELECT count(*) FROM idempotency_keys WHERE key = $1`, key) == 1
 		})
 		var stored string
@@ -458,10 +460,10 @@ func TestDatabaseRestartsUnderLoad(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	proxy.Cut()
-	eventually(t, time.Minute, "/readyz says 503 while the database is cut", func() bool { return readyz() == http.StatusServiceUnavailable })
+	testkit.EventuallyWithin(t, time.Minute, "/readyz says 503 while the database is cut", func() bool { return readyz() == http.StatusServiceUnavailable })
 	time.Sleep(3 * time.Second)
 	proxy.Restore()
-	eventually(t, time.Minute, "/readyz says 200 once the database is back", func() bool { return readyz() == http.StatusOK })
+	testkit.EventuallyWithin(t, time.Minute, "/readyz says 200 once the database is back", func() bool { return readyz() == http.StatusOK })
 	time.Sleep(2 * time.Second)
 	proxy.Blackhole()
 	time.Sleep(3 * time.Second)
@@ -494,7 +496,7 @@ func TestDatabaseRestartsUnderLoad(t *testing.T) {
 		t.FailNow()
 	}
 
-	eventually(t, relPatience, "every accepted submission completes", func() bool {
+	testkit.EventuallyWithin(t, relPatience, "every accepted submission completes", func() bool {
 		return s.count(`SELECT count(*) FROM idempotency_keys WHERE key = ANY($1) AND state = 'completed'`, accepted) == len(accepted)
 	})
 	deliveries := 0

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"github.com/leadintake/leadintake/internal/browsertest"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/internal/browsertest"
+	"github.com/leadintake/leadintake/lead"
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
@@ -101,7 +102,7 @@ func TestRiverUIInBrowser(t *testing.T) {
 	if r.status != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", r.status, r.body)
 	}
-	op := s.waitState(key, time.Minute, string(store.KeyCompleted))
+	op := s.waitState(key, time.Minute, string(lead.KeyCompleted))
 	if op.LeadID == "" {
 		t.Fatalf("operation without lead_id: %+v", op)
 	}

@@ -1,13 +1,14 @@
 package e2e
 
 import (
-	"github.com/leadintake/leadintake/internal/apicheck"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/internal/apicheck"
+	"github.com/leadintake/leadintake/lead"
 )
 
 // Neither /metrics carries personal data, a key or a token in a label,
@@ -31,7 +32,7 @@ func TestMetricsHoldNoPersonalData(t *testing.T) {
 	if r := s.submit(key, body); r.status != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", r.status, r.body)
 	}
-	s.waitState(key, time.Minute, string(store.KeyCompleted))
+	s.waitState(key, time.Minute, string(lead.KeyCompleted))
 	s.submit(key, body) // a replay
 	s.submit(key, strings.Replace(body, "referral", "ads", 1))
 	s.submit("metrics-pii-QzXbadY-0002", `{"email":"`+email+`","source":"referral","`+name+`":1}`)

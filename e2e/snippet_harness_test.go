@@ -110,7 +110,7 @@ func (s *stack) siteOperation(key string) (siteOperation, int) {
 func (s *stack) waitSiteState(key, state string) siteOperation {
 	s.t.Helper()
 	var op siteOperation
-	eventually(s.t, pagePatience, "key "+key+" "+state, func() bool {
+	testkit.EventuallyWithin(s.t, pagePatience, "key "+key+" "+state, func() bool {
 		op, _ = s.siteOperation(key)
 		return op.State == state
 	})

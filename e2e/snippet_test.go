@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/web"
 )
 
@@ -154,7 +155,7 @@ func TestSnippetResumesAfterReload(t *testing.T) {
 	if k, b := p.pending(); k != key || b != body {
 		t.Fatalf("after the reload the pending enquiry is %q %s, want %q %s", k, b, key, body)
 	}
-	eventually(t, pagePatience, "the resumed POST", func() bool { return s.apiOutcomes()["in_progress"] >= 1 })
+	testkit.EventuallyWithin(t, pagePatience, "the resumed POST", func() bool { return s.apiOutcomes()["in_progress"] >= 1 })
 	p.screenshot("resumed")
 
 	s.startWorker()

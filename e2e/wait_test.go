@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/internal/testkit"
 )
 
 // submitWaiting POSTs body under key with the Prefer header prefer. It may
@@ -91,12 +93,12 @@ func TestWaitAcrossADatabaseCut(t *testing.T) {
 
 	const key = "waited-across-cut-0001"
 	answered := s.submitWaitingAsync(key, leadBody(2), "wait=120")
-	eventually(t, time.Minute, "the lead claimed", func() bool {
+	testkit.EventuallyWithin(t, time.Minute, "the lead claimed", func() bool {
 		return s.count(`SELECT count(*) FROM idempotency_keys WHERE key = $1`, key) == 1
 	})
 	proxy.Cut()
 	s.startWorker()
-	eventually(t, time.Minute, "the lead finished", func() bool {
+	testkit.EventuallyWithin(t, time.Minute, "the lead finished", func() bool {
 		return s.count(`SELECT count(*) FROM idempotency_keys WHERE key = $1 AND state = 'completed'`, key) == 1
 	})
 	start := time.Now()
@@ -115,7 +117,7 @@ func TestWaitersAreAnsweredOnStop(t *testing.T) {
 	api := s.startAPI("MAX_WAIT=120s", "SHUTDOWN_TIMEOUT=60s")
 	const key = "waited-at-stop-0001"
 	answered := s.submitWaitingAsync(key, leadBody(3), "wait=120")
-	eventually(t, time.Minute, "the lead claimed", func() bool {
+	testkit.EventuallyWithin(t, time.Minute, "the lead claimed", func() bool {
 		return s.count(`SELECT count(*) FROM idempotency_keys WHERE key = $1`, key) == 1
 	})
 	time.Sleep(200 * time.Millisecond) // a moment to be held; answered either way

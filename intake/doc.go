@@ -4,7 +4,6 @@
 // lead), claim its key (package store) and answer in the vocabulary of
 // package response. routes.go lists every route.
 //
-// The package knows nothing of the queue or of the downstream services: the
-// wiring hands it an EnqueueFunc that inserts the processing job inside the
-// claim's transaction.
+// The package knows nothing of the queue or of the downstream services: its
+// store starts the claimed leads' jobs through the Jobs the wiring gave it.
 package intake

@@ -5,13 +5,14 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+
 	"github.com/leadintake/leadintake/response"
-	"github.com/leadintake/leadintake/store"
 )
 
 // finish is a final response written into idempotency_keys by hand, as the
@@ -31,7 +32,7 @@ type finish struct {
 // and a failure code exactly when it failed.
 func finishKey(t *testing.T, api *testAPI, key string, f finish) {
 	t.Helper()
-	f.State = cmp.Or(f.State, string(store.KeyCompleted))
+	f.State = cmp.Or(f.State, string(lead.KeyCompleted))
 	f.Body = cmp.Or(f.Body, `{"status": "completed",  "x":1}`)
 	if f.Status == 0 {
 		f.Status = http.StatusCreated
@@ -98,7 +99,7 @@ func TestFinishedKeys(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)
 		op := getOperation(t, bundle.api, bundle.key)
-		if op.State != string(store.KeyProcessing) || op.LeadID != bundle.leadID || op.ExpiresAt != nil || op.Response != nil {
+		if op.State != string(lead.KeyProcessing) || op.LeadID != bundle.leadID || op.ExpiresAt != nil || op.Response != nil {
 			t.Fatalf("operation %+v, want processing lead %s without expires_at or response", op, bundle.leadID)
 		}
 		for _, ts := range []string{op.CreatedAt, op.UpdatedAt} {
@@ -126,10 +127,10 @@ func TestFinishedKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		body := bundle.api.send(t, bundle.api.submission(bundle.key, validBody)).requireAccepted(t, bundle.key, true)
-		if body.Status != string(store.KeyNeedsReconciliation) || body.LeadID != bundle.leadID {
+		if body.Status != string(lead.KeyNeedsReconciliation) || body.LeadID != bundle.leadID {
 			t.Fatalf("202 body %+v, want needs_reconciliation of lead %s", body, bundle.leadID)
 		}
-		if op := getOperation(t, bundle.api, bundle.key); op.State != string(store.KeyNeedsReconciliation) || op.Response != nil || op.ExpiresAt != nil {
+		if op := getOperation(t, bundle.api, bundle.key); op.State != string(lead.KeyNeedsReconciliation) || op.Response != nil || op.ExpiresAt != nil {
 			t.Fatalf("operation %+v", op)
 		}
 		requireRows(t, bundle.api.Pool, rowCounts{Leads: 1, Keys: 1, Jobs: 1})
@@ -164,7 +165,7 @@ func TestFinishedKeys(t *testing.T) {
 			"SELECT expires_at FROM idempotency_keys WHERE key = $1", bundle.key).Scan(&expiresAt); err != nil {
 			t.Fatal(err)
 		}
-		if op.State != string(store.KeyCompleted) || op.LeadID != bundle.leadID || op.ExpiresAt == nil || op.Response == nil {
+		if op.State != string(lead.KeyCompleted) || op.LeadID != bundle.leadID || op.ExpiresAt == nil || op.Response == nil {
 			t.Fatalf("operation %+v, want completed with expires_at and response", op)
 		}
 		if got, err := time.Parse(time.RFC3339Nano, *op.ExpiresAt); err != nil || !got.Equal(expiresAt) {
@@ -195,7 +196,7 @@ func TestFinishedKeys(t *testing.T) {
 		if body.LeadID == bundle.leadID {
 			t.Fatalf("the expired key's lead %s was reused", body.LeadID)
 		}
-		if op := getOperation(t, bundle.api, bundle.key); op.State != string(store.KeyProcessing) || op.LeadID != body.LeadID || op.Response != nil {
+		if op := getOperation(t, bundle.api, bundle.key); op.State != string(lead.KeyProcessing) || op.LeadID != body.LeadID || op.Response != nil {
 			t.Fatalf("operation %+v, want the new lead processing", op)
 		}
 		requireRows(t, bundle.api.Pool, rowCounts{Leads: 2, Keys: 1, Jobs: 2})
@@ -218,17 +219,17 @@ func TestFinishedKeys(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)
 		finishKey(t, bundle.api, bundle.key, finish{
-			State: string(store.KeyFailed), FailureCode: response.CodeDownstreamUnavailable, Status: http.StatusBadGateway,
+			State: string(lead.KeyFailed), FailureCode: response.CodeDownstreamUnavailable, Status: http.StatusBadGateway,
 			Body: `{"status":"failed","lead_id":"` + bundle.leadID + `","error":{"code":"downstream_unavailable","message":"try later"}}`,
 		})
 		// A different payload is still refused: the key is not free.
 		bundle.api.send(t, bundle.api.submission(bundle.key, otherBody)).requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)
 
 		body := bundle.api.send(t, bundle.api.submission(bundle.key, validBody)).requireAccepted(t, bundle.key, false)
-		if body.LeadID != bundle.leadID || body.Status != string(store.KeyProcessing) {
+		if body.LeadID != bundle.leadID || body.Status != string(lead.KeyProcessing) {
 			t.Fatalf("re-opened: %+v, want lead %s processing", body, bundle.leadID)
 		}
-		if op := getOperation(t, bundle.api, bundle.key); op.State != string(store.KeyProcessing) || op.Response != nil || op.ExpiresAt != nil {
+		if op := getOperation(t, bundle.api, bundle.key); op.State != string(lead.KeyProcessing) || op.Response != nil || op.ExpiresAt != nil {
 			t.Fatalf("operation %+v, want processing without response", op)
 		}
 		requireRows(t, bundle.api.Pool, rowCounts{Leads: 1, Keys: 1, Jobs: 2})
@@ -252,7 +253,7 @@ func TestFinishedKeys(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t)
 		finishKey(t, bundle.api, bundle.key, finish{
-			State: string(store.KeyFailed), FailureCode: response.CodeDownstreamUnavailable, Status: http.StatusBadGateway,
+			State: string(lead.KeyFailed), FailureCode: response.CodeDownstreamUnavailable, Status: http.StatusBadGateway,
 			Body: `{"status":"failed","error":{"code":"downstream_unavailable","message":"try later"}}`,
 		})
 		if leadID := requireOneClaim(t, bundle.key, submitTogether(t, bundle.api, bundle.key, 20, validBody)); leadID != bundle.leadID {
@@ -266,13 +267,13 @@ func TestFinishedKeys(t *testing.T) {
 		bundle := setup(t)
 		stored := `{"status":"failed", "lead_id":"` + bundle.leadID + `","error":{"code":"crm_rejected","message":"no"}}`
 		finishKey(t, bundle.api, bundle.key, finish{
-			State: string(store.KeyFailed), FailureCode: response.CodeCRMRejected, Status: http.StatusUnprocessableEntity, Body: stored,
+			State: string(lead.KeyFailed), FailureCode: response.CodeCRMRejected, Status: http.StatusUnprocessableEntity, Body: stored,
 		})
 		res := bundle.api.send(t, bundle.api.submission(bundle.key, validBody))
 		if res.Status != http.StatusUnprocessableEntity || string(res.Body) != stored || res.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("replay: %d %q replayed=%q, want 422 %q replayed", res.Status, res.Body, res.Header.Get("Idempotent-Replayed"), stored)
 		}
-		if op := getOperation(t, bundle.api, bundle.key); op.State != string(store.KeyFailed) || op.Response == nil || op.Response.Status != http.StatusUnprocessableEntity {
+		if op := getOperation(t, bundle.api, bundle.key); op.State != string(lead.KeyFailed) || op.Response == nil || op.Response.Status != http.StatusUnprocessableEntity {
 			t.Fatalf("operation %+v, want failed with its 422", op)
 		}
 		bundle.api.send(t, bundle.api.submission(bundle.key, otherBody)).requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)

@@ -8,8 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/leadintake/leadintake/callers"
-	"github.com/leadintake/leadintake/internal/testkit"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +18,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/callers"
+	"github.com/leadintake/leadintake/internal/testkit"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -131,7 +132,8 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 		t.Cleanup(func() { cancel(); <-done })
 	}
 	st := store.New(storePool)
-	if err := st.GroupClaims(store.GroupOpts{EnqueueMany: jobs.ManyEnqueuer(riverClient)}); err != nil {
+	st.UseJobs(jobs.NewQueue(riverClient, callers.NewHolder(clients)))
+	if err := st.GroupClaims(store.GroupOpts{}); err != nil {
 		t.Fatal(err)
 	}
 	handler := intake.NewHandler(&intake.HandlerOpts{
@@ -141,7 +143,6 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 		PublicRateLimit: opts.PublicRateLimit,
 		TrustedProxies:  opts.TrustedProxies,
 		Store:           st,
-		Enqueue:         jobs.Enqueuer(riverClient),
 		Callers:         callers.NewHolder(clients),
 		Decode:          lead.DecodeOpts{AllowedSources: []string{"website", "linkedin", "referral", "ads", "event"}},
 		MaxBodyBytes:    opts.MaxBodyBytes,
@@ -317,7 +318,7 @@ func (r *reply) accepted(key string, replayed bool) (processing, error) {
 		}
 	}
 	if body.IdempotencyKey != key || body.StatusURL != statusURL || body.LeadID == "" ||
-		(body.Status != string(store.KeyProcessing) && body.Status != string(store.KeyNeedsReconciliation)) {
+		(body.Status != string(lead.KeyProcessing) && body.Status != string(lead.KeyNeedsReconciliation)) {
 		return body, fmt.Errorf("202 body %s does not describe key %q in progress", r.Body, key)
 	}
 	return body, nil

@@ -6,9 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/leadintake/leadintake/callers"
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
 	"io"
 	"log/slog"
 	"net"
@@ -17,6 +14,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/callers"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -58,10 +59,11 @@ func newHostileServer(t *testing.T, opts hostileServerOpts) *hostileServer {
 	}
 	logs := &testkit.LockedBuffer{}
 	const requestTimeout = 30 * time.Second // never the cause of an answer here
+	st := store.New(pool)
+	st.UseJobs(jobs.NewQueue(riverClient, nil))
 	handler := intake.NewHandler(&intake.HandlerOpts{
 		HashKey:        lead.HashKey("intake-test-pii-hash-key-0123456789"),
-		Store:          store.New(pool),
-		Enqueue:        jobs.Enqueuer(riverClient),
+		Store:          st,
 		Callers:        callers.NewHolder(clients),
 		RequestTimeout: requestTimeout,
 		Logger:         slog.New(slog.NewTextHandler(logs, nil)),
@@ -512,11 +514,11 @@ func TestTenantIsolation(t *testing.T) {
 		bundle := setup(t)
 		stored := `{"status":"failed","lead_id":"` + bundle.leadID + `","error":{"code":"downstream_unavailable","message":"try later"}}`
 		finishKey(t, bundle.api, bundle.key, finish{
-			State: string(store.KeyFailed), FailureCode: response.CodeDownstreamUnavailable, Status: http.StatusBadGateway, Body: stored,
+			State: string(lead.KeyFailed), FailureCode: response.CodeDownstreamUnavailable, Status: http.StatusBadGateway, Body: stored,
 		})
 		requireOwnClaim(t, bundle, bundle.api.send(t, bundle.api.submission(bundle.key, validBody, asB)))
 		op := getOperation(t, bundle.api, bundle.key)
-		if op.State != string(store.KeyFailed) || op.LeadID != bundle.leadID || op.Response == nil || op.Response.Status != http.StatusBadGateway {
+		if op.State != string(lead.KeyFailed) || op.LeadID != bundle.leadID || op.Response == nil || op.Response.Status != http.StatusBadGateway {
 			t.Fatalf("client a's key after client b's submission: %+v, want it failed as before", op)
 		}
 		// Client a's job count did not move: one job each.

@@ -51,9 +51,9 @@ const (
 
 // HandlerOpts configure NewHandler.
 type HandlerOpts struct {
+	// Store claims keys; its Jobs (store.UseJobs) enqueue the claimed
+	// leads' jobs.
 	Store *store.Store
-	// Enqueue inserts a claimed lead's job in the claim's transaction.
-	Enqueue store.EnqueueFunc
 	// Callers are the clients in force (swapped when the clients file is
 	// read again).
 	Callers *callers.Holder
@@ -215,7 +215,6 @@ type processingBody struct {
 type submitter struct {
 	hashKey lead.HashKey
 	store   *store.Store
-	enqueue store.EnqueueFunc
 	waiters *Waiters
 	limits  *limiters
 	trusted []netip.Prefix
@@ -299,7 +298,7 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 			same = bytes.Equal(peeked.Fingerprint, payload.Fingerprint[:])
 		}
 		if !same {
-			return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch, State: peeked.State, LeadID: peeked.LeadID})
+			return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch, State: peeked.Key.State, LeadID: peeked.LeadID})
 		}
 		if res, ok := peeked.Answer(); ok {
 			return sub.answer(c, clientID, key, res)
@@ -319,7 +318,7 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 		}
 	}
 	res, err := st.Claim(ctx, &store.ClaimParams{
-		ClientID: clientID, Key: key, ExternalRef: c.Get(ctxRef).(string), Payload: payload, Enqueue: sub.enqueue,
+		ClientID: clientID, Key: key, ExternalRef: c.Get(ctxRef).(string), Payload: payload,
 		EmailHMAC: sub.hashKey.Email(payload.Lead.Email), RawHash: raw,
 	})
 	if err != nil {

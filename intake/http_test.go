@@ -2,10 +2,11 @@ package intake_test
 
 import (
 	"encoding/json"
-	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/leadintake/leadintake/internal/testkit"
 
 	"github.com/prometheus/client_golang/prometheus"
 

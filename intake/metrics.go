@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/store"
 )
 
@@ -63,7 +64,7 @@ type keyStateCollector struct {
 
 	mu        sync.Mutex
 	readAt    time.Time
-	counts    map[store.KeyState]float64
+	counts    map[lead.KeyState]float64
 	oldestAge float64
 	isReady   float64
 }
@@ -111,7 +112,7 @@ func (c *keyStateCollector) Collect(ch chan<- prometheus.Metric) {
 		c.counts, c.oldestAge, c.readAt = counts, oldest, time.Now()
 	}
 	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, c.isReady)
-	for _, state := range store.KeyStates {
+	for _, state := range lead.KeyStates {
 		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, c.counts[state], string(state))
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, c.oldestAge)

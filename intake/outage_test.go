@@ -2,19 +2,20 @@ package intake_test
 
 import (
 	"context"
-	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"net/url"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/internal/faultproxy"
 	"github.com/leadintake/leadintake/response"
-	"github.com/leadintake/leadintake/store"
 )
 
 // TestStoreOutage cuts the database off in the middle of a run, both ways a
@@ -136,7 +137,7 @@ func TestStoreOutage(t *testing.T) {
 			bundle.proxy.Restore()
 			submitUntilAccepted(t, api, testkit.NewKey())
 			submitUntilAccepted(t, api, outageKey)
-			if op := getOperation(t, api, bundle.key); op.State != string(store.KeyProcessing) {
+			if op := getOperation(t, api, bundle.key); op.State != string(lead.KeyProcessing) {
 				t.Fatalf("operation after the outage: %+v", op)
 			}
 			if res := api.send(t, newRequest(t, api, http.MethodGet, "/readyz")); res.Status != http.StatusOK {

@@ -21,7 +21,7 @@ func addRoutes(e *echo.Echo, o *HandlerOpts) {
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/v1/sdk/leadintake.js", echo.WrapHandler(web.Snippet()))
 	wait := applyWait(o.MaxWait)
 	sub := &submitter{
-		hashKey: o.HashKey, store: o.Store, enqueue: o.Enqueue, waiters: o.Waiters, limits: newLimiters(o.PublicRateLimit),
+		hashKey: o.HashKey, store: o.Store, waiters: o.Waiters, limits: newLimiters(o.PublicRateLimit),
 		trusted: o.TrustedProxies, decode: &o.Decode, maxBody: o.MaxBodyBytes, timeout: o.RequestTimeout,
 	}
 	e.POST("/v1/leads", handleLeadCreate(sub), wait, auth)

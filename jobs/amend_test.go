@@ -29,7 +29,7 @@ func (b *testBundle) amend(t *testing.T, sub *submission, body string) *submissi
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.Patience)
 	defer cancel()
 	res, err := b.store.Claim(ctx, &store.ClaimParams{
-		ClientID: clientID, Key: key, ExternalRef: intake.ExternalRef(clientID, key), Payload: payload, Enqueue: b.enqueue,
+		ClientID: clientID, Key: key, ExternalRef: intake.ExternalRef(clientID, key), Payload: payload,
 	})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
@@ -116,7 +116,7 @@ func TestAmendments(t *testing.T) {
 		first := bundle.submit(t, adaBody)
 		g.Arrived(t, 1)
 		second := bundle.amend(t, first, amendedBody)
-		waitFor(t, "the amendment to wait", func() bool {
+		testkit.Eventually(t, "the amendment to wait", func() bool {
 			jobs := bundle.leadJobs(t, second.LeadID)
 			return len(jobs) == 1 && jobs[0].State == "scheduled"
 		})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/webhook"
 )
 
@@ -16,7 +17,7 @@ import (
 func (b *testBundle) callbackOf(t *testing.T, sub *submission, typ string) (fake.CallbackMessage, map[string]any) {
 	t.Helper()
 	var msg fake.CallbackMessage
-	waitFor(t, "a "+typ+" callback of the lead", func() bool {
+	testkit.Eventually(t, "a "+typ+" callback of the lead", func() bool {
 		for _, m := range b.fake.Callbacks() {
 			var v struct {
 				Type string `json:"type"`
@@ -111,7 +112,7 @@ func TestCallbacks(t *testing.T) {
 		bundle.fake.Script(fake.Callback, fake.Fault{Status: http.StatusServiceUnavailable})
 		sub := bundle.submit(t, adaBody)
 		bundle.waitFinished(t, sub.Key)
-		waitFor(t, "the first attempt", func() bool { return bundle.fake.Requests(fake.Callback) >= 1 })
+		testkit.Eventually(t, "the first attempt", func() bool { return bundle.fake.Requests(fake.Callback) >= 1 })
 		const rotated = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
 		secret, err := webhook.ParseSecret(rotated)
 		if err != nil {
@@ -146,7 +147,7 @@ func TestCallbacks(t *testing.T) {
 		bundle.waitFinished(t, sub.Key)
 		first, _ := bundle.callbackOf(t, sub, "lead.failed")
 		bundle.claim(t, sub.Key, adaBody)
-		waitFor(t, "the second finish", func() bool {
+		testkit.Eventually(t, "the second finish", func() bool {
 			got, _ := bundle.key(t, sub.Key)
 			return got.State == "completed"
 		})
@@ -164,7 +165,7 @@ func TestCallbacks(t *testing.T) {
 		}
 		sub := bundle.submit(t, adaBody)
 		bundle.waitFinished(t, sub.Key)
-		waitFor(t, "the delivery given up", func() bool {
+		testkit.Eventually(t, "the delivery given up", func() bool {
 			var n int
 			_ = bundle.pool.QueryRow(context.Background(), `SELECT count(*) FROM callbacks WHERE lead_id = $1 AND given_up_at IS NOT NULL`, sub.LeadID).Scan(&n)
 			return n == 1

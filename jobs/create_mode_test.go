@@ -2,12 +2,13 @@ package jobs_test
 
 import (
 	"context"
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/downstream/fake"
@@ -86,7 +87,7 @@ func TestProcessLeadCreateMode(t *testing.T) {
 			if tt.before != nil {
 				tt.before(t, bundle, intake.ExternalRef(clientID, key))
 			}
-			sub := bundle.submitWith(t, bundle.enqueue, key, adaBody)
+			sub := bundle.submitWith(t, nil, key, adaBody)
 
 			got := bundle.waitFinished(t, sub.Key)
 			rec := bundle.crmRecord(t, sub.Ref)
@@ -113,7 +114,7 @@ func TestProcessLeadCreateMode(t *testing.T) {
 		bundle := setup(t, &setupOpts{CRMMode: lead.ModeCreate})
 		bundle.fake.Script(fake.CRMCreate, fake.Fault{HangAfterApply: true})
 		sub := bundle.submit(t, adaBody)
-		waitFor(t, "the post to be applied", func() bool {
+		testkit.Eventually(t, "the post to be applied", func() bool {
 			_, ok := bundle.fake.CRM(sub.Ref)
 			return ok
 		})

@@ -140,7 +140,7 @@ func TestReconcilerMeetsErasedLead(t *testing.T) {
 			t.Fatal(err)
 		}
 		sub := bundle.submit(t, adaBody)
-		bundle.waitKey(t, sub.Key, store.KeyNeedsReconciliation)
+		bundle.waitKey(t, sub.Key, lead.KeyNeedsReconciliation)
 		bundle.requireJobs(t, sub.LeadID, "completed")
 		if err := bundle.fake.SetChaos(fake.CRMLookup, fake.Chaos{}); err != nil {
 			t.Fatal(err)

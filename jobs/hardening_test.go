@@ -2,11 +2,12 @@ package jobs_test
 
 import (
 	"context"
+	"net/http"
+	"testing"
+
 	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/store"
-	"net/http"
-	"testing"
 
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/jobs"
@@ -58,7 +59,7 @@ func TestNotificationOutcomeIsARecoveryPoint(t *testing.T) {
 		bundle := setup(t, &setupOpts{MaxAttempts: 1})
 		failFinishOnce(t, bundle, 1)
 		sub := bundle.submit(t, adaBody)
-		waitFor(t, "the job discarded", func() bool {
+		testkit.Eventually(t, "the job discarded", func() bool {
 			jobs := bundle.leadJobs(t, sub.LeadID)
 			return len(jobs) == 1 && jobs[0].State == "discarded"
 		})
@@ -120,8 +121,8 @@ func TestCreateAfterExpiryMarksThePostUncertain(t *testing.T) {
 	if again.Outcome != store.OutcomeClaimed || again.LeadID == first.LeadID {
 		t.Fatalf("claim after expiry: %s for %s, want a new lead", again.Outcome, again.LeadID)
 	}
-	got := bundle.waitKey(t, first.Key, store.KeyNeedsReconciliation, store.KeyCompleted, store.KeyFailed)
-	if got.State != store.KeyNeedsReconciliation {
+	got := bundle.waitKey(t, first.Key, lead.KeyNeedsReconciliation, lead.KeyCompleted, lead.KeyFailed)
+	if got.State != lead.KeyNeedsReconciliation {
 		t.Fatalf("key %s (%d %s) after an uncertain post on the last attempt, want needs_reconciliation", got.State, got.Status, got.Raw)
 	}
 	if n := bundle.fake.Requests(fake.CRMLookup); n != 1 {
@@ -161,7 +162,7 @@ func TestReconcilerDoesNotStall(t *testing.T) {
 		g.Arrived(t, 1)
 		requireCompleted(t, bundle.waitFinished(t, other.Key), completedBody(other.LeadID, bundle.crmRecord(t, other.Ref).IDs[0], 85, "hot", true))
 		requireFailed(t, bundle.waitFinished(t, orphan.Key), orphan.LeadID, http.StatusBadGateway, "downstream_unavailable")
-		if got, _ := bundle.key(t, hung.Key); got.State != store.KeyNeedsReconciliation {
+		if got, _ := bundle.key(t, hung.Key); got.State != lead.KeyNeedsReconciliation {
 			t.Fatalf("the hung key is %s, want still needs_reconciliation", got.State)
 		}
 	})

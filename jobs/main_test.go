@@ -6,11 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/leadintake/leadintake/callers"
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-	"github.com/leadintake/leadintake/store"
-	"github.com/leadintake/leadintake/webhook"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +14,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/callers"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
+	"github.com/leadintake/leadintake/webhook"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -89,14 +90,12 @@ var hashKey = lead.HashKey("jobs-test-pii-hash-key-0123456789abcdef")
 const callbackSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // testBundle is a worker as cmd/worker runs it: a started River client with
-// the three workers, on a database of its own, calling the fake downstream
+// every worker, on a database of its own, calling the fake downstream
 // over real HTTP; and the key store the API claims with.
 type testBundle struct {
 	pool  *pgxpool.Pool
 	river *river.Client[pgx.Tx]
 	store *store.Store
-	// enqueue inserts a claimed lead's job with the worker's River client.
-	enqueue store.EnqueueFunc
 	// callers are the worker's clients: client-a, with a callback to the
 	// fake.
 	callers *callers.Holder
@@ -112,6 +111,30 @@ type testBundle struct {
 	secrets *secretList
 	// cfg is the workers' configuration.
 	cfg jobs.Config
+	// queue is the store's Jobs: River's, with the worker's client.
+	queue *jobs.Queue
+}
+
+// enqueueFunc inserts the job of a lead in its claim's transaction, as a
+// test wants it (one scheduled far ahead, or none); nil inserts it as the
+// api does.
+type enqueueFunc func(ctx context.Context, tx pgx.Tx, leadID uuid.UUID) (int64, error)
+
+// leadJobs is the bundle's Jobs with lead jobs inserted by insert.
+type leadJobs struct {
+	*jobs.Queue
+	insert enqueueFunc
+}
+
+func (j leadJobs) ProcessLeads(ctx context.Context, tx pgx.Tx, leads []uuid.UUID) ([]int64, error) {
+	ids := make([]int64, len(leads))
+	for i, id := range leads {
+		var err error
+		if ids[i], err = j.insert(ctx, tx, id); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
 }
 
 func setup(t *testing.T, opts *setupOpts) *testBundle {
@@ -203,7 +226,8 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 		}
 	}
 	b.river = b.startWorker(t)
-	b.enqueue = jobs.Enqueuer(b.river)
+	b.queue = jobs.NewQueue(b.river, b.callers)
+	b.store.UseJobs(b.queue)
 	return b
 }
 
@@ -259,12 +283,12 @@ type submission struct {
 // lead's job with the worker's River client.
 func (b *testBundle) submit(t *testing.T, body string) *submission {
 	t.Helper()
-	return b.submitWith(t, b.enqueue, testkit.NewKey(), body)
+	return b.submitWith(t, nil, testkit.NewKey(), body)
 }
 
 // submitWith claims key for body, enqueuing with enqueue; the key must be
 // new.
-func (b *testBundle) submitWith(t *testing.T, enqueue store.EnqueueFunc, key, body string) *submission {
+func (b *testBundle) submitWith(t *testing.T, enqueue enqueueFunc, key, body string) *submission {
 	t.Helper()
 	res := b.claimWith(t, enqueue, key, body)
 	var lead map[string]any
@@ -284,10 +308,10 @@ func (b *testBundle) submitWith(t *testing.T, enqueue store.EnqueueFunc, key, bo
 // claim claims key for body as the API does, whatever the key holds.
 func (b *testBundle) claim(t *testing.T, key, body string) *store.ClaimResult {
 	t.Helper()
-	return b.claimWith(t, b.enqueue, key, body)
+	return b.claimWith(t, nil, key, body)
 }
 
-func (b *testBundle) claimWith(t *testing.T, enqueue store.EnqueueFunc, key, body string) *store.ClaimResult {
+func (b *testBundle) claimWith(t *testing.T, enqueue enqueueFunc, key, body string) *store.ClaimResult {
 	t.Helper()
 	payload, err := lead.Decode([]byte(body), &lead.DecodeOpts{})
 	if err != nil {
@@ -295,8 +319,13 @@ func (b *testBundle) claimWith(t *testing.T, enqueue store.EnqueueFunc, key, bod
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testkit.Patience)
 	defer cancel()
-	res, err := b.store.Claim(ctx, &store.ClaimParams{
-		ClientID: clientID, Key: key, ExternalRef: intake.ExternalRef(clientID, key), Payload: payload, Enqueue: enqueue,
+	st := b.store
+	if enqueue != nil {
+		st = store.New(b.pool)
+		st.UseJobs(leadJobs{Queue: b.queue, insert: enqueue})
+	}
+	res, err := st.Claim(ctx, &store.ClaimParams{
+		ClientID: clientID, Key: key, ExternalRef: intake.ExternalRef(clientID, key), Payload: payload,
 		EmailHMAC: hashKey.Email(payload.Lead.Email),
 	})
 	if err != nil {
@@ -322,7 +351,7 @@ func noJob(context.Context, pgx.Tx, uuid.UUID) (int64, error) { return 0, nil }
 
 // keyRow is an idempotency_keys row.
 type keyRow struct {
-	State store.KeyState
+	State lead.KeyState
 	// Status and Body are the final response; 0 and nil while unfinished.
 	Status int
 	Body   map[string]any
@@ -357,10 +386,10 @@ func (b *testBundle) key(t *testing.T, key string) (row keyRow, ok bool) {
 }
 
 // waitKey polls the key until it is in one of states, and returns it.
-func (b *testBundle) waitKey(t *testing.T, key string, states ...store.KeyState) keyRow {
+func (b *testBundle) waitKey(t *testing.T, key string, states ...lead.KeyState) keyRow {
 	t.Helper()
 	var row keyRow
-	waitFor(t, "key in state "+fmt.Sprint(states), func() bool {
+	testkit.Eventually(t, "key in state "+fmt.Sprint(states), func() bool {
 		var ok bool
 		row, ok = b.key(t, key)
 		for _, s := range states {
@@ -376,7 +405,7 @@ func (b *testBundle) waitKey(t *testing.T, key string, states ...store.KeyState)
 // waitFinished polls the key until it is completed or failed.
 func (b *testBundle) waitFinished(t *testing.T, key string) keyRow {
 	t.Helper()
-	return b.waitKey(t, key, store.KeyCompleted, store.KeyFailed)
+	return b.waitKey(t, key, lead.KeyCompleted, lead.KeyFailed)
 }
 
 // leadRow is what the worker recorded of a lead.
@@ -432,14 +461,24 @@ FROM river_job WHERE kind = 'process_lead' AND args->>'lead_id' = $1 ORDER BY id
 }
 
 // requireJobs checks the states of a lead's jobs, oldest first.
+//
+// A job's completion follows its lead's finish (River's completer marks it
+// once Work returned), so the states are waited for: the jobs must reach
+// them, and stay in them (a completed job is never worked again).
 func (b *testBundle) requireJobs(t *testing.T, id uuid.UUID, states ...string) []jobRow {
 	t.Helper()
-	runs := b.leadJobs(t, id)
-	var got []string
-	for _, j := range runs {
-		got = append(got, j.State)
-	}
-	if !reflect.DeepEqual(got, states) {
+	var (
+		runs []jobRow
+		got  []string
+	)
+	ok := testkit.Within(testkit.Patience, func() bool {
+		runs, got = b.leadJobs(t, id), nil
+		for _, j := range runs {
+			got = append(got, j.State)
+		}
+		return reflect.DeepEqual(got, states)
+	})
+	if !ok {
 		t.Fatalf("jobs of the lead in states %v, want %v", got, states)
 	}
 	return runs
@@ -448,7 +487,7 @@ func (b *testBundle) requireJobs(t *testing.T, id uuid.UUID, states ...string) [
 // waitJob polls the job until it is in state.
 func (b *testBundle) waitJob(t *testing.T, id int64, state string) {
 	t.Helper()
-	waitFor(t, "job in state "+state, func() bool {
+	testkit.Eventually(t, "job in state "+state, func() bool {
 		var got string
 		if err := b.pool.QueryRow(context.Background(), `SELECT state FROM river_job WHERE id = $1`, id).Scan(&got); err != nil {
 			t.Fatalf("read job: %v", err)
@@ -547,7 +586,7 @@ func completedBody(leadID uuid.UUID, crmID string, score int, tier string, notif
 // requireCompleted checks a key completed with the contract's 201 body.
 func requireCompleted(t *testing.T, got keyRow, want map[string]any) {
 	t.Helper()
-	if got.State != store.KeyCompleted || got.Status != http.StatusCreated {
+	if got.State != lead.KeyCompleted || got.Status != http.StatusCreated {
 		t.Fatalf("key %s with status %d (%s), want completed with 201", got.State, got.Status, got.Raw)
 	}
 	if !reflect.DeepEqual(got.Body, want) {
@@ -559,7 +598,7 @@ func requireCompleted(t *testing.T, got keyRow, want map[string]any) {
 // "failed", the lead, and an error with code and a message.
 func requireFailed(t *testing.T, got keyRow, leadID uuid.UUID, status int, code string) {
 	t.Helper()
-	if got.State != store.KeyFailed || got.Status != status {
+	if got.State != lead.KeyFailed || got.Status != status {
 		t.Fatalf("key %s with status %d (%s), want failed with %d", got.State, got.Status, got.Raw, status)
 	}
 	e, _ := got.Body["error"].(map[string]any)
@@ -567,18 +606,6 @@ func requireFailed(t *testing.T, got keyRow, leadID uuid.UUID, status int, code 
 	if len(got.Body) != 3 || got.Body["status"] != "failed" || got.Body["lead_id"] != leadID.String() ||
 		len(e) != 2 || e["code"] != code || msg == "" {
 		t.Fatalf("body %s, want {status: failed, lead_id: %s, error: {code: %s, message}}", got.Raw, leadID, code)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after testkit.Patience.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(testkit.Patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", testkit.Patience, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -62,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.callbacks.WithLabelValues(o)
 	}
 	for _, o := range []string{string(lead.OutcomeCompleted), string(lead.OutcomeCRMRejected),
-		string(lead.OutcomeDownstreamUnavailable), string(store.KeyNeedsReconciliation)} {
+		string(lead.OutcomeDownstreamUnavailable), string(lead.KeyNeedsReconciliation)} {
 		m.leads.WithLabelValues(o)
 	}
 	for _, a := range []string{"found", "reposted", "unresolved", "orphan_finished"} {

@@ -10,9 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/downstream"
@@ -54,8 +52,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics may be nil.
 	Metrics *Metrics
-	// Callers are the clients in force: their callbacks are announced
-	// each finish of their keys. Nil announces nothing.
+	// Callers are the clients in force: the callback of each, and the
+	// secret its deliveries are signed with.
 	Callers *callers.Holder
 	// Callbacks delivers the callbacks; CallbackMaxAge is how long a
 	// delivery is retried (default a day).
@@ -105,7 +103,7 @@ func dbContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // ProcessLeadWorker takes one lead through its life (lead.Next): each call's
 // result is saved before the next call starts, so a retried job resumes
 // where the last attempt stopped; the final response is recorded in one
-// transaction with the job's completion.
+// transaction (store.Finish).
 type ProcessLeadWorker struct {
 	river.WorkerDefaults[ProcessLeadArgs]
 	cfg Config
@@ -130,19 +128,13 @@ func (w *ProcessLeadWorker) NextRetry(job *river.Job[ProcessLeadArgs]) time.Time
 // Work runs one attempt at the lead.
 func (w *ProcessLeadWorker) Work(ctx context.Context, job *river.Job[ProcessLeadArgs]) error {
 	dctx, cancel := dbContext(ctx)
-	l, err := w.cfg.Store.StartRun(dctx, job.Args.LeadID)
+	l, err := w.cfg.Store.Lead(dctx, job.Args.LeadID)
 	cancel()
 	if errors.Is(err, store.ErrNotFound) {
 		return river.JobCancel(err)
 	}
 	if err != nil {
 		return err
-	}
-	if l.KeyState != store.KeyProcessing || l.Erased {
-		// An earlier run finished it (and this job's completion was lost),
-		// the key awaits reconciliation, it expired and was deleted, or the
-		// lead's personal data was erased: nothing is left to do.
-		return nil
 	}
 	r := &leadRun{w: w, job: job, lead: l}
 	if l.Enrichment != nil {
@@ -165,31 +157,27 @@ type leadRun struct {
 	fresh      bool
 }
 
-// loop runs the lead's actions until one ends the attempt.
+// loop runs the lead's actions until one ends the attempt. lead.Next
+// decides each action and when the state is saved before it.
 func (r *leadRun) loop(ctx context.Context) error {
-	in := lead.Input{Mode: r.w.cfg.CRMMode, LastAttempt: r.job.Attempt >= r.job.MaxAttempts}
+	in := lead.Input{Key: r.lead.KeyState, Mode: r.w.cfg.CRMMode, LastAttempt: r.job.Attempt >= r.job.MaxAttempts}
 	s := r.lead.State
 	var lastErr error
-	// saved is true while nothing happened since the lead was read
-	// (StartRun) or saved. Every call that acts is preceded by a save, the
-	// first of which takes the lead for this run: no such call starts for
-	// a lead that another run took or that was erased. An enrichment
-	// look-up only reads, and may come before the first save.
-	saved := true
 	for {
 		act, next := lead.Next(s, in)
 		if next != s {
 			r.noteGivenUp(ctx, s, next, lastErr)
 		}
-		if next != s || (!saved && calls(act.Kind)) || (!r.lead.Run.Taken && acts(act.Kind)) {
-			// A POST in create mode is written ahead durably: the
-			// record it may make must never be forgotten.
-			if err := r.save(ctx, next, act.Kind == lead.ActCreate); err != nil {
+		if act.Save != lead.SaveNone {
+			if err := r.save(ctx, next, act.Save == lead.SaveDurable); err != nil {
 				return r.saveFailed(ctx, err)
 			}
-			s, saved = next, true
+			in.Held = true
 		}
+		s = next
 		switch act.Kind {
+		case lead.ActSkip:
+			return nil
 		case lead.ActStop:
 			// River makes the job available again, without spending an
 			// attempt.
@@ -204,30 +192,13 @@ func (r *leadRun) loop(ctx context.Context) error {
 			return r.finish(ctx, s, act, lastErr)
 		case lead.ActAwaitSuperseded:
 			// No attempt is spent; the superseded key's finish wakes the
-			// job at once (finishAndWake), and it looks again after
-			// AwaitRecheck whatever happens.
+			// job at once, and it looks again after AwaitRecheck whatever
+			// happens.
 			r.w.cfg.Logger.InfoContext(ctx, "amendment waits for the key it supersedes", r.attrs()...)
 			return river.JobSnooze(r.w.cfg.AwaitRecheck)
 		}
 		in.Last, lastErr = r.call(ctx, s, act)
-		saved = false
 	}
-}
-
-// calls reports whether the action makes a downstream call.
-func calls(k lead.Kind) bool {
-	switch k {
-	case lead.ActEnrich, lead.ActUpsert, lead.ActLookup, lead.ActCreate, lead.ActNotify:
-		return true
-	}
-	return false
-}
-
-// acts reports whether the action's call may change something downstream,
-// or decides on the CRM's record: such a call needs the lead taken by this
-// run.
-func acts(k lead.Kind) bool {
-	return calls(k) && k != lead.ActEnrich
 }
 
 // save records the state (and a fresh enrichment answer) before the next
@@ -335,8 +306,10 @@ func (r *leadRun) crmRecord(s lead.State) *downstream.CRMLead {
 	}
 }
 
-// finish ends the lead as act says, and completes the job in the same
-// transaction.
+// finish ends the lead as act says. The job's completion follows (River's
+// completer, once Work returned): a job whose key is already finished does
+// nothing when it runs again, so a crash between the two repeats nothing
+// that acts.
 func (r *leadRun) finish(ctx context.Context, s lead.State, act lead.Action, lastErr error) error {
 	message := fmt.Sprintf("the lead could not be delivered after %d attempts; retry with the same Idempotency-Key to try again", r.job.Attempt)
 	if act.Outcome == lead.OutcomeCRMRejected {
@@ -350,16 +323,13 @@ func (r *leadRun) finish(ctx context.Context, s lead.State, act lead.Action, las
 	_ = river.RecordOutput(ctx, map[string]string{"outcome": outcomeOf(act)})
 	dctx, cancel := dbContext(ctx)
 	defer cancel()
-	applied, err := r.w.cfg.finish(dctx, r.lead, f, func(tx pgx.Tx) error {
-		_, err := river.JobCompleteTx[*riverpgxv5.Driver](dctx, tx, r.job)
-		return err
-	})
+	done, err := r.w.cfg.Store.Finish(dctx, f)
 	if err != nil {
 		return err
 	}
-	if applied {
+	if done.Applied {
 		r.w.cfg.Metrics.leadFinished(outcomeOf(act))
-		r.w.cfg.Logger.InfoContext(ctx, "lead finished", r.attrs(slog.String("outcome", outcomeOf(act)), slog.Int("score", f.Score))...)
+		r.w.cfg.Logger.InfoContext(ctx, "lead finished", r.attrs(slog.String("outcome", outcomeOf(act)), slog.Int("score", f.Result.Score))...)
 	}
 	return nil
 }
@@ -376,48 +346,9 @@ func (r *leadRun) attrs(extra ...any) []any {
 // outcomeOf names how act ends a lead, in logs, metrics and River UI.
 func outcomeOf(act lead.Action) string {
 	if act.Kind == lead.ActReconcile {
-		return string(store.KeyNeedsReconciliation)
+		return string(lead.KeyNeedsReconciliation)
 	}
 	return string(act.Outcome)
-}
-
-// finish ends l as f says, runs inTx (nil for none) in the same
-// transaction, and there too wakes the job of the amendment that waits for
-// this key, if any (River makes it available at once), and enqueues the
-// delivery of the finish to the client's callback, if it has one. ctx must
-// be a worker's (it carries the River client). It reports whether the lead
-// was finished.
-func (cfg *Config) finish(ctx context.Context, l *store.Lead, f *store.Finish, inTx func(pgx.Tx) error) (bool, error) {
-	if cfg.Callers != nil {
-		if c, ok := cfg.Callers.Set().Client(l.ClientID); ok && c.Callback != nil {
-			f.Callback = &store.CallbackKey{ClientID: l.ClientID, Key: l.Key}
-		}
-	}
-	done, err := cfg.Store.Finish(ctx, l.Run, f, func(tx pgx.Tx, done *store.Finished) error {
-		if inTx != nil {
-			if err := inTx(tx); err != nil {
-				return err
-			}
-		}
-		client := river.ClientFromContext[pgx.Tx](ctx)
-		if done.CallbackID != nil {
-			if _, err := client.InsertTx(ctx, tx, DeliverCallbackArgs{CallbackID: *done.CallbackID}, nil); err != nil {
-				return fmt.Errorf("enqueue callback: %w", err)
-			}
-		}
-		if done.WakeJobID == nil {
-			return nil
-		}
-		_, err := client.JobRetryTx(ctx, tx, *done.WakeJobID)
-		if errors.Is(err, river.ErrNotFound) {
-			return nil // gone: the amendment's next run finds out for itself
-		}
-		return err
-	})
-	if err != nil {
-		return false, err
-	}
-	return done.Applied, nil
 }
 
 // amendsOf is the id of the lead l amends, empty for none.
@@ -429,16 +360,21 @@ func amendsOf(l *store.Lead) string {
 }
 
 // finishOf is how act ends l with state s: its key's final response (or
-// reconciliation) and its result. message explains a failure.
+// reconciliation) and its result, fenced to the run that holds the lead.
+// message explains a failure.
 func finishOf(l *store.Lead, s lead.State, act lead.Action, message string, retention time.Duration) *store.Finish {
 	score, tier := lead.Score(&l.Lead, s.Enriched())
-	f := &store.Finish{State: s, Score: score, Tier: tier, Retention: retention}
+	run := l.Run
+	f := &store.Finish{
+		LeadID: l.ID, ClientID: l.ClientID, Key: l.Key, From: l.KeyState.State, Run: &run, Retention: retention,
+		Result: &store.Result{State: s, Score: score, Tier: tier},
+	}
 	id := l.ID.String()
 	switch {
 	case act.Kind == lead.ActReconcile:
-		f.KeyState = store.KeyNeedsReconciliation
+		f.To = lead.KeyNeedsReconciliation
 	case act.Outcome == lead.OutcomeCompleted:
-		f.KeyState = store.KeyCompleted
+		f.To = lead.KeyCompleted
 		f.Response = response.NewCompleted(&response.Completed{
 			LeadID: id, CRMID: s.CRMID, Score: score, Tier: string(tier),
 			Notified: s.Notification == lead.NotificationSent, Warnings: s.Warnings(),
@@ -446,7 +382,7 @@ func finishOf(l *store.Lead, s lead.State, act lead.Action, message string, rete
 		})
 	default:
 		code := response.Code(act.Outcome)
-		f.KeyState, f.FailureCode = store.KeyFailed, code
+		f.To, f.FailureCode = lead.KeyFailed, code
 		f.Response = response.NewFailed(id, code, message)
 	}
 	return f

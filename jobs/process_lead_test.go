@@ -3,14 +3,15 @@ package jobs_test
 import (
 	"bytes"
 	"fmt"
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 
 	"github.com/google/uuid"
 
@@ -409,10 +410,10 @@ WHERE key = $1`
 		// prepare puts the key in the state under test.
 		prepare string
 		// state is the key's state afterwards; "" when it is gone.
-		state store.KeyState
+		state lead.KeyState
 	}{
-		{"KeyAlreadyFinished", finishKey, store.KeyCompleted},
-		{"KeyNeedsReconciliation", `UPDATE idempotency_keys SET state = 'needs_reconciliation' WHERE key = $1`, store.KeyNeedsReconciliation},
+		{"KeyAlreadyFinished", finishKey, lead.KeyCompleted},
+		{"KeyNeedsReconciliation", `UPDATE idempotency_keys SET state = 'needs_reconciliation' WHERE key = $1`, lead.KeyNeedsReconciliation},
 		{"KeyDeleted", `DELETE FROM idempotency_keys WHERE key = $1`, ""},
 	}
 	for _, tt := range tests {

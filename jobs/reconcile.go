@@ -62,7 +62,6 @@ func NewReconcileWorker(cfg Config) *ReconcileWorker {
 // Work runs one round. The keys a round does not reach in its time wait for
 // the next; a failure of one key never fails the round.
 func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
-	client := river.ClientFromContext[pgx.Tx](ctx)
 	refs, err := w.cfg.Store.AwaitingReconciliation(ctx, reconcileBatch)
 	if err != nil {
 		return err
@@ -74,7 +73,7 @@ func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 			break
 		}
 		g.Go(func() error {
-			w.settle(ctx, client, ref)
+			w.settle(ctx, ref)
 			return nil
 		})
 	}
@@ -82,7 +81,7 @@ func (w *ReconcileWorker) Work(ctx context.Context, _ *river.Job[ReconcileArgs])
 }
 
 // settle looks one key up and acts on the answer.
-func (w *ReconcileWorker) settle(ctx context.Context, client *river.Client[pgx.Tx], ref store.KeyRef) {
+func (w *ReconcileWorker) settle(ctx context.Context, ref store.KeyRef) {
 	attrs := []any{slog.String("lead_id", ref.LeadID.String())}
 	postpone := func(msg string, err error) {
 		w.cfg.Metrics.reconciled("unresolved")
@@ -95,14 +94,14 @@ func (w *ReconcileWorker) settle(ctx context.Context, client *river.Client[pgx.T
 	}
 
 	dctx, cancel := dbContext(ctx)
-	l, err := w.cfg.Store.LoadLead(dctx, ref.LeadID)
+	l, err := w.cfg.Store.Lead(dctx, ref.LeadID)
 	cancel()
 	if err != nil {
 		postpone("reconciliation: the lead cannot be read; left for a later round", err)
 		return
 	}
 	attrs = append(attrs, slog.String("ref", l.ExternalRef))
-	if l.KeyState != store.KeyNeedsReconciliation {
+	if l.KeyState.State != lead.KeyNeedsReconciliation {
 		return // settled meanwhile
 	}
 	crmID, found, err := w.cfg.Downstream.LookupLead(ctx, l.ExternalRef)
@@ -116,7 +115,7 @@ func (w *ReconcileWorker) settle(ctx context.Context, client *river.Client[pgx.T
 	}
 	dctx, cancel = dbContext(ctx)
 	defer cancel()
-	resumed, err := w.cfg.Store.Resume(dctx, l.Run, lead.Settle(l.State, found, crmID), Enqueuer(client))
+	resumed, err := w.cfg.Store.Resume(dctx, l, lead.Settle(l.State, found, crmID))
 	if err != nil {
 		postpone("reconciliation: the lead could not be resumed", err)
 		return
@@ -205,24 +204,24 @@ func (w *FinishOrphansWorker) finish(ctx context.Context, u store.Unfinished) {
 	dctx, cancel := dbContext(ctx)
 	defer cancel()
 	attrs := []any{slog.String("lead_id", u.Run.LeadID.String())}
-	l, err := w.cfg.Store.LoadLead(dctx, u.Run.LeadID)
+	l, err := w.cfg.Store.Lead(dctx, u.Run.LeadID)
 	if err != nil {
 		w.cfg.Logger.WarnContext(ctx, "orphan: the lead cannot be read", append(attrs, slog.String("error", err.Error()))...)
 		return
 	}
-	if l.KeyState != store.KeyProcessing || l.Run != u.Run {
+	if l.KeyState.State != lead.KeyProcessing || l.Run != u.Run {
 		return // a run started, or the key changed, since the page was read
 	}
 	act, s := lead.Abandoned(l.State)
 	f := finishOf(l, s, act, "the lead's processing ended without delivering it; retry with the same Idempotency-Key to try again", w.cfg.KeyRetention)
-	applied, err := w.cfg.finish(dctx, l, f, nil)
+	done, err := w.cfg.Store.Finish(dctx, f)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
 			w.cfg.Logger.ErrorContext(ctx, "orphan: could not finish the lead", append(attrs, slog.String("error", err.Error()))...)
 		}
 		return
 	}
-	if applied {
+	if done.Applied {
 		w.cfg.Metrics.reconciled("orphan_finished")
 		w.cfg.Metrics.leadFinished(outcomeOf(act))
 		w.cfg.Logger.WarnContext(ctx, "lead finished by the reconciler: its job ended without a final response",

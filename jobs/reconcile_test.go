@@ -2,12 +2,13 @@ package jobs_test
 
 import (
 	"context"
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -36,8 +37,8 @@ func TestReconcileNeedsReconciliation(t *testing.T) {
 		}
 		sub := bundle.submit(t, adaBody)
 
-		got := bundle.waitKey(t, sub.Key, store.KeyNeedsReconciliation, store.KeyCompleted, store.KeyFailed)
-		if got.State != store.KeyNeedsReconciliation || got.Status != 0 || got.Raw != nil {
+		got := bundle.waitKey(t, sub.Key, lead.KeyNeedsReconciliation, lead.KeyCompleted, lead.KeyFailed)
+		if got.State != lead.KeyNeedsReconciliation || got.Status != 0 || got.Raw != nil {
 			t.Fatalf("key %s with response %d %s, want needs_reconciliation without a response", got.State, got.Status, got.Raw)
 		}
 		// The job is done; the key waits for the reconciler.
@@ -110,7 +111,7 @@ func TestReconcileNeedsReconciliation(t *testing.T) {
 		if n := bundle.fake.Requests(fake.CRMLookup); n != lookups+1 {
 			t.Errorf("the reconciler made %d look-ups, want 1", n-lookups)
 		}
-		if got, _ := bundle.key(t, sub.Key); got.State != store.KeyNeedsReconciliation {
+		if got, _ := bundle.key(t, sub.Key); got.State != lead.KeyNeedsReconciliation {
 			t.Fatalf("key %s after a failed look-up, want still needs_reconciliation", got.State)
 		}
 		bundle.requireJobs(t, sub.LeadID, "completed")
@@ -142,21 +143,21 @@ func TestReconcileOrphans(t *testing.T) {
 		// crm is the lead's CRM state when its job ended; crmID its id.
 		crm, crmID string
 		// want is the key's state after a round; wantBody its body.
-		want     store.KeyState
+		want     lead.KeyState
 		wantBody func(sub *submission) map[string]any
 		status   int
 	}{
 		{
 			name: "FailsWhenCRMNeverReached", job: jobDiscarded, crm: "pending",
-			want: store.KeyFailed, status: http.StatusBadGateway,
+			want: lead.KeyFailed, status: http.StatusBadGateway,
 		},
 		{
 			name: "FailsWhenJobGone", job: jobGone, crm: "pending",
-			want: store.KeyFailed, status: http.StatusBadGateway,
+			want: lead.KeyFailed, status: http.StatusBadGateway,
 		},
 		{
 			name: "CompletesWhenCRMAccepted", job: jobDiscarded, crm: "accepted", crmID: "crm_424242",
-			want: store.KeyCompleted, status: http.StatusCreated,
+			want: lead.KeyCompleted, status: http.StatusCreated,
 			wantBody: func(sub *submission) map[string]any {
 				// No enrichment was recorded (75), and the notification
 				// counts as failed.
@@ -165,18 +166,18 @@ func TestReconcileOrphans(t *testing.T) {
 		},
 		{
 			name: "AwaitsReconciliationWhenCreateUncertain", job: jobGone, crm: "uncertain",
-			want: store.KeyNeedsReconciliation,
+			want: lead.KeyNeedsReconciliation,
 		},
 		{
 			name: "LeavesLiveJobAlone", job: jobWaiting, crm: "pending",
-			want: store.KeyProcessing,
+			want: lead.KeyProcessing,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			bundle := setup(t, nil)
-			var enqueue store.EnqueueFunc = noJob
+			var enqueue enqueueFunc = noJob
 			if tt.job != jobGone {
 				// Scheduled far ahead, so that the running client never
 				// works it before the test has decided its fate.
@@ -202,7 +203,7 @@ func TestReconcileOrphans(t *testing.T) {
 			bundle.reconcile(t)
 			got, _ := bundle.key(t, sub.Key)
 			switch {
-			case tt.want == store.KeyFailed:
+			case tt.want == lead.KeyFailed:
 				requireFailed(t, got, sub.LeadID, tt.status, "downstream_unavailable")
 			case tt.wantBody != nil:
 				requireCompleted(t, got, tt.wantBody(sub))

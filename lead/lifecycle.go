@@ -133,9 +133,14 @@ const (
 	// ActAwaitSuperseded ends the attempt without spending it, to try again
 	// once the key this amendment supersedes has finished.
 	ActAwaitSuperseded
+	// ActSkip ends the attempt with nothing to do: the key is not
+	// processing (an earlier run finished it and this job's completion was
+	// lost, it awaits reconciliation, it expired and was deleted) or the
+	// lead's personal data was erased.
+	ActSkip
 )
 
-var kindNames = [...]string{"", "enrich", "upsert", "lookup", "create", "notify", "finish", "reconcile", "retry", "stop", "await_superseded"}
+var kindNames = [...]string{"", "enrich", "upsert", "lookup", "create", "notify", "finish", "reconcile", "retry", "stop", "await_superseded", "skip"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -143,6 +148,39 @@ func (k Kind) String() string {
 	}
 	return "unknown"
 }
+
+// Calls reports whether the action makes a downstream call.
+func (k Kind) Calls() bool {
+	switch k {
+	case ActEnrich, ActUpsert, ActLookup, ActCreate, ActNotify:
+		return true
+	}
+	return false
+}
+
+// Acts reports whether the action's call may change something downstream,
+// or decides on the CRM's record: such a call needs the lead held by the
+// run that makes it (Input.Held). An enrichment look-up only reads.
+func (k Kind) Acts() bool { return k.Calls() && k != ActEnrich }
+
+// Save says whether, and how, the state is saved before an action runs.
+type Save int
+
+// Saves.
+const (
+	// SaveNone: nothing to save.
+	SaveNone Save = iota
+	// SaveLazy: saved before the action runs, without waiting for the disk
+	// (the worker's sessions run with synchronous_commit off). A save lost
+	// to a crash of PostgreSQL makes the lead do a step again, which every
+	// step allows (an enrichment look-up, an upsert under the external
+	// reference, a notification with its Idempotency-Key) except a POST in
+	// create mode.
+	SaveLazy
+	// SaveDurable: on disk before the action runs: the save written ahead
+	// of a POST in create mode, whose record must never be forgotten.
+	SaveDurable
+)
 
 // Outcome is how a finished lead ended.
 type Outcome string
@@ -166,6 +204,8 @@ type Action struct {
 	// record the CRM says exists but cannot find is asked about again
 	// later, never posted at once.
 	AfterConflict bool
+	// Save is how the state Next returns is saved before the action runs.
+	Save Save
 }
 
 // Failure is a failed call, classified.
@@ -199,6 +239,9 @@ type Result struct {
 
 // Input is what a transition needs besides the saved state.
 type Input struct {
+	// Key is the lead's key as the attempt found it: nothing is done for a
+	// key that is not processing, nor for an erased lead.
+	Key  Key
 	Mode Mode
 	// LastAttempt is true on the job's last attempt: a transient failure
 	// then ends the lead instead of asking for a retry.
@@ -206,6 +249,9 @@ type Input struct {
 	// Last is the result of the action just run; nil at the start of an
 	// attempt.
 	Last *Result
+	// Held is true once a save of this attempt took the lead: its writes
+	// fence out every earlier run. Every call that acts needs it.
+	Held bool
 }
 
 // Optional steps (the enrichment, the notification) are given up, with a
@@ -218,9 +264,30 @@ const (
 )
 
 // Next is the life of a lead: from its saved state and the result of the
-// last call, the next action and the state to save before running it. It
-// is pure: no database, no network, no clock.
+// last call, the next action, the state to save before running it, and how
+// to save it (Action.Save). It is pure: no database, no network, no clock.
+//
+// The state is saved whenever it changed, and before every call but an
+// attempt's first enrichment look-up: a call after another needs a save
+// between them (which finds out, before the call, whether a later run took
+// the lead or its personal data was erased), and the first call that acts
+// takes the lead for this run.
 func Next(s State, in Input) (Action, State) {
+	act, next := decide(s, in)
+	if next != s || (in.Last != nil && act.Kind.Calls()) || (!in.Held && act.Kind.Acts()) {
+		act.Save = SaveLazy
+		if act.Kind == ActCreate {
+			act.Save = SaveDurable
+		}
+	}
+	return act, next
+}
+
+// decide is Next without the save.
+func decide(s State, in Input) (Action, State) {
+	if in.Key.State != KeyProcessing || in.Key.Erased {
+		return Action{Kind: ActSkip}, s
+	}
 	if r := in.Last; r != nil {
 		if r.Failure != nil && r.Failure.Stopping {
 			return Action{Kind: ActStop}, s

@@ -142,7 +142,7 @@ func TestNext(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			in := lead.Input{Mode: tt.mode, LastAttempt: tt.last}
+			in := lead.Input{Key: processing, Mode: tt.mode, LastAttempt: tt.last}
 			if tt.ran.Kind != 0 {
 				in.Last = &lead.Result{Action: tt.ran, Failure: tt.failure, Found: tt.found}
 				if tt.failure == nil && (tt.found || tt.ran.Kind == lead.ActUpsert || tt.ran.Kind == lead.ActCreate) {
@@ -153,6 +153,7 @@ func TestNext(t *testing.T) {
 				tt.wantState.CRMID = "crm_1"
 			}
 			gotAct, gotState := lead.Next(tt.s, in)
+			gotAct.Save = lead.SaveNone // TestNextSaves pins the saves
 			if gotAct != tt.wantAct {
 				t.Errorf("action %+v, want %+v", gotAct, tt.wantAct)
 			}
@@ -160,6 +161,75 @@ func TestNext(t *testing.T) {
 				t.Errorf("state %+v,\nwant  %+v", gotState, tt.wantState)
 			}
 		})
+	}
+}
+
+// processing is the key of a lead that is being worked.
+var processing = lead.Key{State: lead.KeyProcessing}
+
+// TestNextSaves pins when the state is saved before an action, and how.
+func TestNextSaves(t *testing.T) {
+	t.Parallel()
+	uncertainCRM := with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })
+	tests := []struct {
+		name string
+		mode lead.Mode
+		s    lead.State
+		held bool
+		// ran is the action just run (Kind 0: the attempt starts), with
+		// failure as its result.
+		ran      lead.Action
+		failure  *lead.Failure
+		wantKind lead.Kind
+		want     lead.Save
+	}{
+		{name: "FirstEnrichmentNeedsNoSave", mode: lead.ModeUpsert, s: lead.State{CRM: lead.CRMPending},
+			wantKind: lead.ActEnrich, want: lead.SaveNone},
+		{name: "FirstCallThatActsTakesTheLead", mode: lead.ModeUpsert, s: enriched,
+			wantKind: lead.ActUpsert, want: lead.SaveLazy},
+		{name: "HeldLeadStartingAfreshNeedsNoSave", mode: lead.ModeUpsert, s: enriched, held: true,
+			wantKind: lead.ActUpsert, want: lead.SaveNone},
+		{name: "ChangedStateIsSaved", mode: lead.ModeUpsert, s: lead.State{CRM: lead.CRMPending}, held: true,
+			ran: act(lead.ActEnrich), failure: ok, wantKind: lead.ActUpsert, want: lead.SaveLazy},
+		{name: "ACallAfterACallIsPrecededByASave", mode: lead.ModeCreate, s: uncertainCRM, held: true,
+			ran: act(lead.ActCreate), failure: conflict, wantKind: lead.ActLookup, want: lead.SaveLazy},
+		{name: "APostIsWrittenAheadDurably", mode: lead.ModeCreate, s: enriched, held: true,
+			wantKind: lead.ActCreate, want: lead.SaveDurable},
+		{name: "ARetryWithAChangedStateSavesIt", mode: lead.ModeUpsert, s: lead.State{CRM: lead.CRMPending}, held: true,
+			ran: act(lead.ActEnrich), failure: transient, wantKind: lead.ActRetry, want: lead.SaveLazy},
+		{name: "ARetryWithTheSameStateSavesNothing", mode: lead.ModeUpsert, s: enriched, held: true,
+			ran: act(lead.ActUpsert), failure: uncertain, wantKind: lead.ActRetry, want: lead.SaveNone},
+		{name: "AFinishAfterAChangeSavesIt", mode: lead.ModeUpsert, s: accepted, held: true,
+			ran: act(lead.ActNotify), failure: ok, wantKind: lead.ActFinish, want: lead.SaveLazy},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			in := lead.Input{Key: processing, Mode: tt.mode, Held: tt.held}
+			if tt.ran.Kind != 0 {
+				in.Last = &lead.Result{Action: tt.ran, Failure: tt.failure}
+			}
+			got, _ := lead.Next(tt.s, in)
+			if got.Kind != tt.wantKind || got.Save != tt.want {
+				t.Errorf("got %s with save %d, want %s with save %d", got.Kind, got.Save, tt.wantKind, tt.want)
+			}
+		})
+	}
+}
+
+// TestNextSkips pins the attempts that have nothing to do.
+func TestNextSkips(t *testing.T) {
+	t.Parallel()
+	for _, key := range []lead.Key{
+		{},
+		{State: lead.KeyCompleted},
+		{State: lead.KeyFailed, Failure: "downstream_unavailable"},
+		{State: lead.KeyNeedsReconciliation},
+		{State: lead.KeyProcessing, Erased: true},
+	} {
+		if got, _ := lead.Next(enriched, lead.Input{Key: key, Mode: lead.ModeUpsert}); got.Kind != lead.ActSkip || got.Save != lead.SaveNone {
+			t.Errorf("key %+v: %+v, want a skip", key, got)
+		}
 	}
 }
 
@@ -198,7 +268,7 @@ func TestSettle(t *testing.T) {
 		t.Errorf("not found: %+v", got)
 	}
 	// Settled as not found, the lead posts again, written ahead.
-	if a, s := lead.Next(got, lead.Input{Mode: lead.ModeCreate}); a.Kind != lead.ActCreate || s.CRM != lead.CRMUncertain {
+	if a, s := lead.Next(got, lead.Input{Key: processing, Mode: lead.ModeCreate}); a.Kind != lead.ActCreate || s.CRM != lead.CRMUncertain {
 		t.Errorf("after a settle as not found: %+v %+v, want a post written ahead", a, s)
 	}
 }

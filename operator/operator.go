@@ -18,7 +18,6 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/leadintake/leadintake/callers"
-	"github.com/leadintake/leadintake/jobs"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/store"
 )
@@ -29,8 +28,8 @@ type Operator struct {
 	River *river.Client[pgx.Tx]
 	// HashKey keys the email's hash that finds a person's leads.
 	HashKey lead.HashKey
-	// Callers tell which clients have a callback (the finishes an erasure
-	// makes are announced); nil for none.
+	// Callers are the clients in force; nil for none. (The store's Jobs
+	// announce an erasure's finishes to the clients' callbacks.)
 	Callers *callers.Holder
 	// KeyRetention is how long the keys an erasure finishes are kept.
 	KeyRetention time.Duration
@@ -44,33 +43,16 @@ var ErrBadEmail = errors.New("want one email address")
 // Erase erases the personal data of every lead of clientID whose email is
 // email (lower-cased, whole), at once, and returns how many; via says how
 // it was asked for (store.ErasureByCommand, store.ErasureByAdminAPI). Leads
-// not yet finished are finished as failed, 422 erased, their callbacks
-// enqueued and the amendments waiting for them woken.
+// not yet finished are finished as failed, 422 erased, as every finish is
+// (store.Erase): their callbacks enqueued and the amendments waiting for
+// them woken.
 func (o *Operator) Erase(ctx context.Context, clientID, email, via string) (int, error) {
 	email = strings.TrimSpace(email)
 	if email == "" || strings.ContainsAny(email, " \t\r\n") || !strings.Contains(email, "@") {
 		return 0, ErrBadEmail
 	}
-	p := &store.EraseParams{
+	erased, err := o.Store.Erase(ctx, &store.EraseParams{
 		ClientID: clientID, EmailHMAC: o.HashKey.Email(email), Via: via, Retention: o.KeyRetention,
-	}
-	if o.Callers != nil {
-		if c, ok := o.Callers.Set().Client(clientID); ok && c.Callback != nil {
-			p.Callback = true
-		}
-	}
-	erased, err := o.Store.Erase(ctx, p, func(tx pgx.Tx, e *store.Erased) error {
-		for _, id := range e.Callbacks {
-			if _, err := o.River.InsertTx(ctx, tx, jobs.DeliverCallbackArgs{CallbackID: id}, nil); err != nil {
-				return fmt.Errorf("enqueue callback: %w", err)
-			}
-		}
-		for _, id := range e.WakeJobIDs {
-			if _, err := o.River.JobRetryTx(ctx, tx, id); err != nil && !errors.Is(err, river.ErrNotFound) {
-				return fmt.Errorf("wake amendment: %w", err)
-			}
-		}
-		return nil
 	})
 	if err != nil {
 		return 0, err
@@ -83,7 +65,7 @@ func (o *Operator) Erase(ctx context.Context, clientID, email, via string) (int,
 
 // ErrState is returned by Settle for a key that does not await
 // reconciliation (any more): nothing changed.
-type ErrState struct{ State store.KeyState }
+type ErrState struct{ State lead.KeyState }
 
 func (e *ErrState) Error() string {
 	return fmt.Sprintf("the key is %s, not needs_reconciliation: nothing changed", e.State)
@@ -99,14 +81,14 @@ func (o *Operator) Settle(ctx context.Context, clientID, key string, found bool,
 	if err != nil {
 		return err
 	}
-	l, err := o.Store.LoadLead(ctx, d.LeadID)
+	l, err := o.Store.Lead(ctx, d.LeadID)
 	if err != nil {
 		return err
 	}
-	if l.KeyState != store.KeyNeedsReconciliation {
-		return &ErrState{State: l.KeyState}
+	if l.KeyState.State != lead.KeyNeedsReconciliation {
+		return &ErrState{State: l.KeyState.State}
 	}
-	resumed, err := o.Store.Resume(ctx, l.Run, lead.Settle(l.State, found, crmID), jobs.Enqueuer(o.River))
+	resumed, err := o.Store.Resume(ctx, l, lead.Settle(l.State, found, crmID))
 	if err != nil {
 		return err
 	}

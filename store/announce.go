@@ -7,7 +7,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// announce tells the api processes, on FinishedChannel, that the lead's key
+// announce tells the api processes, on FinishedChannel, that the leads' keys
 // finished: the requests waiting for it (Prefer: wait) answer at once. It
 // is called once the finishing transaction committed, and does not wait.
 //
@@ -20,13 +20,15 @@ import (
 // between the commit and the announcement costs a waiting request its
 // wait (it answers 202 when its time is up, as for any finish it missed),
 // never a wrong answer.
-func (s *Store) announce(leadID uuid.UUID) {
-	if s.announcer == nil {
-		// A store on a transaction (tests): announced in it.
-		_, _ = s.db.Exec(context.Background(), `SELECT pg_notify($1, $2)`, FinishedChannel, leadID.String())
-		return
+func (s *Store) announce(leads ...uuid.UUID) {
+	for _, id := range leads {
+		if s.announcer == nil {
+			// A store on a transaction (tests): announced in it.
+			_, _ = s.db.Exec(context.Background(), `SELECT pg_notify($1, $2)`, FinishedChannel, id.String())
+			continue
+		}
+		s.announcer.add(id)
 	}
-	s.announcer.add(leadID)
 }
 
 // announceTimeout bounds one announcement statement.

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,58 +9,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
-
-// Callback payload types.
-const (
-	CallbackCompleted = "lead.completed"
-	CallbackFailed    = "lead.failed"
-)
-
-// callbackPayload is the body of every delivery of one finish.
-type callbackPayload struct {
-	Type      string       `json:"type"`
-	Timestamp time.Time    `json:"timestamp"`
-	Data      callbackData `json:"data"`
-}
-
-type callbackData struct {
-	IdempotencyKey string           `json:"idempotency_key"`
-	LeadID         string           `json:"lead_id"`
-	Response       callbackResponse `json:"response"`
-}
-
-type callbackResponse struct {
-	Status int             `json:"status"`
-	Body   json.RawMessage `json:"body"`
-}
-
-// insertCallback writes, in the finishing transaction tx, the delivery of
-// the finish f of lead; its id is the webhook-id of every attempt.
-func insertCallback(ctx context.Context, tx pgx.Tx, lead uuid.UUID, f *Finish) (*uuid.UUID, error) {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return nil, err
-	}
-	typ := CallbackCompleted
-	if f.KeyState == KeyFailed {
-		typ = CallbackFailed
-	}
-	payload, err := json.Marshal(callbackPayload{
-		Type: typ, Timestamp: time.Now().UTC(),
-		Data: callbackData{
-			IdempotencyKey: f.Callback.Key, LeadID: lead.String(),
-			Response: callbackResponse{Status: f.Response.Status, Body: f.Response.Body},
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO callbacks (id, client_id, lead_id, payload) VALUES ($1, $2, $3, $4)`,
-		id, f.Callback.ClientID, lead, payload); err != nil {
-		return nil, fmt.Errorf("write callback: %w", err)
-	}
-	return &id, nil
-}
 
 // Callback is one delivery owed to a client's callback.
 type Callback struct {

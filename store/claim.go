@@ -14,12 +14,6 @@ import (
 	"github.com/leadintake/leadintake/response"
 )
 
-// EnqueueFunc inserts the job that processes a lead inside tx, the
-// transaction that claims its key (or re-opens it, or resumes it after
-// reconciliation), and returns the job's id. If it fails, the whole
-// transaction is rolled back.
-type EnqueueFunc func(ctx context.Context, tx pgx.Tx, leadID uuid.UUID) (jobID int64, err error)
-
 // Outcome says what a claim found.
 type Outcome int
 
@@ -68,8 +62,6 @@ type ClaimParams struct {
 	// with the key: a retry of the same bytes is known without decoding.
 	// May be nil.
 	RawHash []byte
-	// Enqueue inserts the lead's job when the key is claimed or re-opened.
-	Enqueue EnqueueFunc
 }
 
 // ClaimResult is what Store.Claim decided.
@@ -77,76 +69,149 @@ type ClaimResult struct {
 	Outcome Outcome
 	// State is the key's state: processing or needs_reconciliation while in
 	// progress, completed or failed when finished.
-	State  KeyState
+	State  lead.KeyState
 	LeadID uuid.UUID
 	// Response is the stored final response (OutcomeReplayed only).
 	Response response.Final
 }
 
-// claimSQL inserts the key and the lead when the key is new, and otherwise
-// returns the existing row, in one statement. A row inserted by a transaction
-// that committed after this statement's snapshot was taken is not visible to
-// the second SELECT: the statement then returns nothing, and Claim reads the
-// row again with a new snapshot.
-const claimSQL = `
-WITH claimed AS (
-    INSERT INTO idempotency_keys (client_id, key, fingerprint, state, lead_id, supersedes, raw_hash)
-    VALUES ($1, $2, $3, 'processing', $4, $7, $11)
-    ON CONFLICT (client_id, key) DO NOTHING
-    RETURNING lead_id
-), lead AS (
-    INSERT INTO leads (id, client_id, idempotency_key, external_ref, submission, amends, amendment, email_hmac)
-    SELECT lead_id, $1, $2, $5, $6, $8, $9, $10 FROM claimed
-)
-SELECT true, 'processing', $3::bytea, lead_id, NULL::smallint, NULL::json, NULL::text, false, false, false
-FROM claimed
-UNION ALL
-SELECT false, k.state, k.fingerprint, k.lead_id, k.response_status, k.response_body, k.failure_code,
-       k.expires_at <= now(), k.superseded_by IS NOT NULL,
-       EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND l.erased_at IS NOT NULL)
-FROM idempotency_keys k
-WHERE k.client_id = $1 AND k.key = $2 AND NOT EXISTS (SELECT FROM claimed)`
+// keyRow is a key as a claim writes it (see rows.go).
+type keyRow struct {
+	ClientID    string    `db:"client_id" pg:"text"`
+	Key         string    `db:"key" pg:"text"`
+	Fingerprint []byte    `db:"fingerprint" pg:"bytea"`
+	RawHash     []byte    `db:"raw_hash" pg:"bytea"`
+	LeadID      uuid.UUID `db:"lead_id" pg:"uuid"`
+	Supersedes  *string   `db:"supersedes" pg:"text"`
+}
 
+// leadRow is a lead as a claim writes it (see rows.go).
+type leadRow struct {
+	ID          uuid.UUID  `db:"id" pg:"uuid"`
+	ClientID    string     `db:"client_id" pg:"text"`
+	Key         string     `db:"idempotency_key" pg:"text"`
+	ExternalRef string     `db:"external_ref" pg:"text"`
+	Submission  string     `db:"submission" pg:"jsonb"`
+	EmailHMAC   []byte     `db:"email_hmac" pg:"bytea"`
+	Amends      *uuid.UUID `db:"amends" pg:"uuid"`
+	Amendment   int32      `db:"amendment" pg:"int4"`
+	JobID       int64      `db:"job_id" pg:"int8"`
+}
+
+// rowsOf returns the key and lead rows a claim of p writes for the lead id,
+// as an amendment of ch (the zero chain for a claim that amends nothing).
+func rowsOf(p *ClaimParams, leadID uuid.UUID, ch chain) (keyRow, leadRow) {
+	k := keyRow{
+		ClientID: p.ClientID, Key: p.Key, Fingerprint: p.Payload.Fingerprint[:], RawHash: p.RawHash, LeadID: leadID,
+	}
+	if sup := p.Payload.Supersedes; sup != "" {
+		k.Supersedes = &sup
+	}
+	l := leadRow{
+		ID: leadID, ClientID: p.ClientID, Key: p.Key, ExternalRef: cmp.Or(ch.externalRef, p.ExternalRef),
+		Submission: string(p.Payload.Canonical), EmailHMAC: p.EmailHMAC, Amends: ch.amends, Amendment: int32(ch.amendment),
+	}
+	return k, l
+}
+
+// insertKeysSQL claims the keys that are new, and returns the leads of
+// those it claimed.
+var insertKeysSQL = `
+INSERT INTO idempotency_keys (` + columnList[keyRow]("") + `, state)
+SELECT ` + columnList[keyRow]("r.") + `, 'processing' FROM ` + unnestRows[keyRow]("r") + `
+ON CONFLICT (client_id, key) DO NOTHING
+RETURNING lead_id`
+
+// insertLeadsSQL inserts the leads of claimed keys, with their jobs.
+var insertLeadsSQL = `
+INSERT INTO leads (` + columnList[leadRow]("") + `)
+SELECT ` + columnList[leadRow]("r.") + ` FROM ` + unnestRows[leadRow]("r")
+
+// takeOverSQL gives an expired key to a new request's lead, if the key is
+// still as read (keyAsRead).
+var takeOverSQL = `
+UPDATE idempotency_keys k
+SET (` + columnList[keyRow]("") + `) = (SELECT ` + columnList[keyRow]("r.") + ` FROM ` + unnestRows[keyRow]("r") + `),
+    state = 'processing', response_status = NULL, response_body = NULL, failure_code = NULL,
+    created_at = now(), updated_at = now(), finished_at = NULL, expires_at = NULL, reconcile_after = NULL,
+    superseded_by = NULL
+WHERE k.client_id = @at_client AND k.key = @at_key AND ` + keyAsRead
+
+// keyColumns are what a read of a key k returns for lead.Key (scanKey).
+// They read "no key" (the zero lead.Key) where k is NULL, as an outer
+// join leaves it.
+const keyColumns = `coalesce(k.state, ''), coalesce(k.failure_code, ''), coalesce(k.superseded_by IS NOT NULL, false),
+       EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND l.erased_at IS NOT NULL),
+       coalesce(k.expires_at <= now(), false)`
+
+// keyAsRead is the condition that the key k is as a read found it: the
+// named arguments of readArgs. A transition that lead.Key allowed on that
+// read applies only to a key still so; if it changed meanwhile, the
+// transition's statement changes nothing and the caller decides again.
+const keyAsRead = `k.state = @state AND coalesce(k.failure_code, '') = @failure
+    AND (k.superseded_by IS NOT NULL) = @superseded
+    AND EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND (l.erased_at IS NOT NULL) = @erased)
+    AND coalesce(k.expires_at <= now(), false) = @expired`
+
+// readArgs are the named arguments of keyAsRead for k.
+func readArgs(k lead.Key, args pgx.NamedArgs) pgx.NamedArgs {
+	if args == nil {
+		args = pgx.NamedArgs{}
+	}
+	args["state"], args["failure"], args["superseded"], args["erased"], args["expired"] =
+		string(k.State), string(k.Failure), k.Superseded, k.Erased, k.Expired
+	return args
+}
+
+// scanKey scans keyColumns into k.
+func scanKey(k *lead.Key) []any {
+	return []any{&k.State, &k.Failure, &k.Superseded, &k.Erased, &k.Expired}
+}
+
+// readKeySQL reads a key for a claim: what decides its transitions, and
+// what a retry is answered with.
 const readKeySQL = `
-SELECT false, k.state, k.fingerprint, k.lead_id, k.response_status, k.response_body, k.failure_code,
-       k.expires_at <= now(), k.superseded_by IS NOT NULL,
-       EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND l.erased_at IS NOT NULL)
+SELECT ` + keyColumns + `, k.fingerprint, k.lead_id, k.response_status, k.response_body
 FROM idempotency_keys k WHERE k.client_id = $1 AND k.key = $2`
 
-// takeOverSQL gives an expired key to a new request. The condition is
-// checked again under the row lock, so of two racing take-overs one wins.
-const takeOverSQL = `
-WITH key AS (
-    UPDATE idempotency_keys
-    SET fingerprint = $3, raw_hash = $11, state = 'processing', lead_id = $4, response_status = NULL,
-        response_body = NULL, failure_code = NULL, created_at = now(), updated_at = now(),
-        finished_at = NULL, expires_at = NULL, reconcile_after = NULL,
-        supersedes = $7, superseded_by = NULL
-    WHERE client_id = $1 AND key = $2 AND expires_at <= now()
-    RETURNING lead_id
-)
-INSERT INTO leads (id, client_id, idempotency_key, external_ref, submission, amends, amendment, email_hmac)
-SELECT lead_id, $1, $2, $5, $6, $8, $9, $10 FROM key`
+// existingKey is a key a claim found.
+type existingKey struct {
+	key         lead.Key
+	fingerprint []byte
+	leadID      uuid.UUID
+	response    *response.Final
+}
 
-// reopenSQL gives a key that failed on transient downstream failures a new
-// attempt for the same lead, again atomically under the row lock. A
-// superseded key is never re-opened (its amendment carries the enquiry
-// on), nor one whose lead's personal data was erased (there is nothing left
-// to send): both replay their stored answer. The lead's row is checked
-// again under its lock: an erasure that held it commits first, the update
-// finds it erased and returns nothing, and the claim starts again (and
-// replays).
-const reopenSQL = `
+func readKey(ctx context.Context, tx pgx.Tx, clientID, key string) (*existingKey, error) {
+	var (
+		e      existingKey
+		status *int16
+		body   []byte
+	)
+	err := tx.QueryRow(ctx, readKeySQL, clientID, key).Scan(append(scanKey(&e.key), &e.fingerprint, &e.leadID, &status, &body)...)
+	if err != nil {
+		return nil, err
+	}
+	if status != nil {
+		e.response = &response.Final{Status: int(*status), Body: body}
+	}
+	return &e, nil
+}
+
+// reopenSQL gives the lead of a key that a retry (or a redrive) re-opens a
+// new attempt, if the key is still as read. The lead is checked again under
+// its lock: an erasure that held it commits first, the update finds it
+// erased and returns nothing, and the caller decides again.
+var reopenSQL = `
 WITH k AS (
     UPDATE idempotency_keys k
     SET state = 'processing', response_status = NULL, response_body = NULL, failure_code = NULL,
         updated_at = now(), finished_at = NULL, expires_at = NULL
-    WHERE k.client_id = $1 AND k.key = $2 AND k.state = 'failed' AND k.failure_code = $3
-      AND k.fingerprint = $4 AND k.expires_at > now() AND k.superseded_by IS NULL
-      AND EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND l.erased_at IS NULL)
+    WHERE k.client_id = @client_id AND k.key = @key AND ` + keyAsRead + `
     RETURNING k.lead_id
 )
-UPDATE leads SET finished_at = NULL FROM k WHERE leads.id = k.lead_id AND leads.erased_at IS NULL
+UPDATE leads SET finished_at = NULL, updated_at = now()
+FROM k WHERE leads.id = k.lead_id AND (leads.erased_at IS NOT NULL) = @erased
 RETURNING leads.id`
 
 // supersededSQL reads, and locks, the key an amendment supersedes, with
@@ -162,30 +227,6 @@ FOR UPDATE OF k`
 
 const setSupersededSQL = `
 UPDATE idempotency_keys SET superseded_by = $3 WHERE client_id = $1 AND key = $2`
-
-// setJobSQL records the job that works a lead, in the transaction that
-// inserted it.
-const setJobSQL = `UPDATE leads SET job_id = $2 WHERE id = $1`
-
-type keyRow struct {
-	claimed        bool
-	state          KeyState
-	fingerprint    []byte
-	leadID         uuid.UUID
-	responseStatus *int16
-	responseBody   []byte
-	failureCode    *string
-	expired        *bool
-	superseded     bool
-	erased         bool
-}
-
-func scanKeyRow(row pgx.Row) (*keyRow, error) {
-	var r keyRow
-	err := row.Scan(&r.claimed, &r.state, &r.fingerprint, &r.leadID, &r.responseStatus,
-		&r.responseBody, &r.failureCode, &r.expired, &r.superseded, &r.erased)
-	return &r, err
-}
 
 // chain is what an amendment inherits from the key it supersedes.
 type chain struct {
@@ -203,6 +244,9 @@ var errRaced = errors.New("the key changed during the claim")
 // returns are the database's (see IsUnavailable); a refusal is a result, not
 // an error.
 func (s *Store) Claim(ctx context.Context, p *ClaimParams) (*ClaimResult, error) {
+	if s.jobs == nil {
+		return nil, errNoJobs
+	}
 	if s.group != nil && p.Payload.Supersedes == "" {
 		res, ok, err := s.group.claim(ctx, p)
 		if ok || err != nil {
@@ -223,23 +267,20 @@ func (s *Store) Claim(ctx context.Context, p *ClaimParams) (*ClaimResult, error)
 }
 
 func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, error) {
-	newLeadID, err := uuid.NewV7()
+	leadID, err := uuid.NewV7()
 	if err != nil {
 		return nil, fmt.Errorf("claim: lead id: %w", err)
 	}
-	fp := p.Payload.Fingerprint[:]
 	var res *ClaimResult
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		ch := chain{externalRef: p.ExternalRef}
-		var supersedes *string
+		var ch chain
 		if sup := p.Payload.Supersedes; sup != "" {
-			supersedes = &sup
 			// The key's own state answers first: a retry of an amendment
 			// is a replay, whatever became of the key it supersedes.
-			row, err := scanKeyRow(tx.QueryRow(ctx, readKeySQL, p.ClientID, p.Key))
+			existing, err := readKey(ctx, tx, p.ClientID, p.Key)
 			switch {
-			case err == nil && !(row.expired != nil && *row.expired):
-				res, err = answerExisting(ctx, tx, p, row)
+			case err == nil && !existing.key.Expired:
+				res, err = s.answer(ctx, tx, p, existing)
 				return err
 			case err != nil && !errors.Is(err, pgx.ErrNoRows):
 				return fmt.Errorf("claim: %w", err)
@@ -251,46 +292,75 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 			}
 		}
 
-		row, err := scanKeyRow(tx.QueryRow(ctx, claimSQL, p.ClientID, p.Key, fp, newLeadID,
-			ch.externalRef, p.Payload.Canonical, supersedes, ch.amends, ch.amendment, p.EmailHMAC, p.RawHash))
-		if errors.Is(err, pgx.ErrNoRows) {
-			// Lost the race to a transaction that committed after our
-			// snapshot: read its row with a fresh one.
-			row, err = scanKeyRow(tx.QueryRow(ctx, readKeySQL, p.ClientID, p.Key))
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errRaced
-			}
+		k, l := rowsOf(p, leadID, ch)
+		var claimed []uuid.UUID
+		rows, err := tx.Query(ctx, insertKeysSQL, rowArgs([]keyRow{k}, nil))
+		if err == nil {
+			claimed, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 		}
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		switch {
-		case row.claimed:
-		case row.expired != nil && *row.expired:
-			tag, err := tx.Exec(ctx, takeOverSQL, p.ClientID, p.Key, fp, newLeadID, ch.externalRef,
-				p.Payload.Canonical, supersedes, ch.amends, ch.amendment, p.EmailHMAC, p.RawHash)
+		if len(claimed) == 0 {
+			// The key exists: what it holds decides.
+			existing, err := readKey(ctx, tx, p.ClientID, p.Key)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errRaced // deleted (expired) since the insert saw it
+			}
+			if err != nil {
+				return fmt.Errorf("claim: %w", err)
+			}
+			if !existing.key.Allows(lead.KeyTakeOver) {
+				res, err = s.answer(ctx, tx, p, existing)
+				return err
+			}
+			args := readArgs(existing.key, rowArgs([]keyRow{k}, pgx.NamedArgs{"at_client": p.ClientID, "at_key": p.Key}))
+			tag, err := tx.Exec(ctx, takeOverSQL, args)
 			if err != nil {
 				return fmt.Errorf("claim: take over expired key: %w", err)
 			}
 			if tag.RowsAffected() == 0 {
 				return errRaced
 			}
-		default:
-			res, err = answerExisting(ctx, tx, p, row)
-			return err
 		}
-		if supersedes != nil {
-			if _, err := tx.Exec(ctx, setSupersededSQL, p.ClientID, *supersedes, p.Key); err != nil {
+		if k.Supersedes != nil {
+			if _, err := tx.Exec(ctx, setSupersededSQL, p.ClientID, *k.Supersedes, p.Key); err != nil {
 				return fmt.Errorf("claim: supersede: %w", err)
 			}
 		}
-		res, err = claimed(ctx, tx, p, OutcomeClaimed, newLeadID)
-		return err
+		if err := s.insertLeads(ctx, tx, []leadRow{l}); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		res = &ClaimResult{Outcome: OutcomeClaimed, State: lead.KeyProcessing, LeadID: leadID}
+		return nil
 	})
 	if errors.Is(err, errNothingToCommit) {
 		err = nil
 	}
 	return res, err
+}
+
+// insertLeads inserts the jobs of the leads of claimed keys, then the leads
+// with their jobs, in tx.
+func (s *Store) insertLeads(ctx context.Context, tx pgx.Tx, leads []leadRow) error {
+	ids := make([]uuid.UUID, len(leads))
+	for i := range leads {
+		ids[i] = leads[i].ID
+	}
+	jobIDs, err := s.jobs.ProcessLeads(ctx, tx, ids)
+	if err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	if len(jobIDs) != len(leads) {
+		return fmt.Errorf("enqueue: %d jobs for %d leads", len(jobIDs), len(leads))
+	}
+	for i := range leads {
+		leads[i].JobID = jobIDs[i]
+	}
+	if _, err := tx.Exec(ctx, insertLeadsSQL, rowArgs(leads, nil)); err != nil {
+		return fmt.Errorf("insert leads: %w", err)
+	}
+	return nil
 }
 
 // inherit reads, and locks, the key the amendment p supersedes, and returns
@@ -317,59 +387,68 @@ func inherit(ctx context.Context, tx pgx.Tx, p *ClaimParams) (chain, Outcome, er
 	return ch, 0, nil
 }
 
-// answerExisting answers a claim whose key exists and is not expired: a
-// different body is a mismatch, a key that failed on transient downstream
-// failures is re-opened (unless an amendment superseded it), a finished key
-// is replayed, and an unfinished one is in progress.
-func answerExisting(ctx context.Context, tx pgx.Tx, p *ClaimParams, row *keyRow) (*ClaimResult, error) {
-	fp := p.Payload.Fingerprint[:]
-	switch {
-	case string(row.fingerprint) != string(fp):
-		return &ClaimResult{Outcome: OutcomeMismatch, State: row.state, LeadID: row.leadID}, errNothingToCommit
-
-	case row.state == KeyFailed && !row.superseded && !row.erased && row.failureCode != nil &&
-		response.Code(*row.failureCode) == response.CodeDownstreamUnavailable:
-		var leadID uuid.UUID
-		err := tx.QueryRow(ctx, reopenSQL, p.ClientID, p.Key, response.CodeDownstreamUnavailable, fp).Scan(&leadID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, errRaced
-		}
-		if err != nil {
-			return nil, fmt.Errorf("claim: reopen: %w", err)
-		}
-		return claimed(ctx, tx, p, OutcomeReopened, leadID)
-
-	case row.state.Finished():
-		return &ClaimResult{
-			Outcome:  OutcomeReplayed,
-			State:    row.state,
-			LeadID:   row.leadID,
-			Response: response.Final{Status: int(*row.responseStatus), Body: row.responseBody},
-		}, errNothingToCommit
-
-	default:
-		return &ClaimResult{Outcome: OutcomeInProgress, State: row.state, LeadID: row.leadID}, errNothingToCommit
+// answer answers a claim whose key exists and is not expired, as
+// lead.Key.Retry says: a different body is a mismatch, a key that a retry
+// re-opens is re-opened, a finished key is replayed, and an unfinished one
+// is in progress.
+func (s *Store) answer(ctx context.Context, tx pgx.Tx, p *ClaimParams, e *existingKey) (*ClaimResult, error) {
+	if string(e.fingerprint) != string(p.Payload.Fingerprint[:]) {
+		return &ClaimResult{Outcome: OutcomeMismatch, State: e.key.State, LeadID: e.leadID}, errNothingToCommit
 	}
+	switch e.key.Retry() {
+	case lead.RetryReopens:
+		if err := s.reopenTx(ctx, tx, p.ClientID, p.Key, e.key); err != nil {
+			return nil, err
+		}
+		return &ClaimResult{Outcome: OutcomeReopened, State: lead.KeyProcessing, LeadID: e.leadID}, nil
+	case lead.RetryReplay:
+		return &ClaimResult{Outcome: OutcomeReplayed, State: e.key.State, LeadID: e.leadID, Response: *e.response}, errNothingToCommit
+	case lead.RetryClaims:
+		return nil, errRaced // expired meanwhile: claim it
+	default:
+		return &ClaimResult{Outcome: OutcomeInProgress, State: e.key.State, LeadID: e.leadID}, errNothingToCommit
+	}
+}
+
+// reopenTx re-opens, in tx, the client's key as read (k, which allows
+// lead.KeyReopen), and enqueues its lead's new job. It returns errRaced when
+// the key changed since it was read.
+func (s *Store) reopenTx(ctx context.Context, tx pgx.Tx, clientID, key string, k lead.Key) error {
+	if !k.Allows(lead.KeyReopen) {
+		return errRaced
+	}
+	var leadID uuid.UUID
+	err := tx.QueryRow(ctx, reopenSQL, readArgs(k, pgx.NamedArgs{"client_id": clientID, "key": key})).Scan(&leadID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errRaced
+	}
+	if err != nil {
+		return fmt.Errorf("reopen: %w", err)
+	}
+	if err := enqueue(ctx, tx, s.jobs, leadID); err != nil {
+		return fmt.Errorf("reopen: %w", err)
+	}
+	return nil
 }
 
 // errNothingToCommit ends a transaction that only read: it is rolled back.
 var errNothingToCommit = errors.New("nothing to commit")
 
-// claimed enqueues the job of a claimed or re-opened lead and records it on
-// the lead, inside the claim's transaction.
-func claimed(ctx context.Context, tx pgx.Tx, p *ClaimParams, outcome Outcome, leadID uuid.UUID) (*ClaimResult, error) {
-	if err := enqueue(ctx, tx, p.Enqueue, leadID); err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	return &ClaimResult{Outcome: outcome, State: KeyProcessing, LeadID: leadID}, nil
-}
+// setJobSQL records the job that works a lead, in the transaction that
+// inserted it.
+const setJobSQL = `UPDATE leads SET job_id = $2 WHERE id = $1`
 
-func enqueue(ctx context.Context, tx pgx.Tx, fn EnqueueFunc, leadID uuid.UUID) error {
-	jobID, err := fn(ctx, tx, leadID)
+// enqueue inserts, in tx, a new job for an existing lead (re-opened, or
+// resumed after reconciliation) and records it on the lead.
+func enqueue(ctx context.Context, tx pgx.Tx, jobs Jobs, leadID uuid.UUID) error {
+	ids, err := jobs.ProcessLeads(ctx, tx, []uuid.UUID{leadID})
 	if err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}
-	if _, err := tx.Exec(ctx, setJobSQL, leadID, jobID); err != nil {
+	if len(ids) != 1 {
+		return fmt.Errorf("enqueue: %d jobs for one lead", len(ids))
+	}
+	if _, err := tx.Exec(ctx, setJobSQL, leadID, ids[0]); err != nil {
 		return fmt.Errorf("record job: %w", err)
 	}
 	return nil
@@ -378,7 +457,7 @@ func enqueue(ctx context.Context, tx pgx.Tx, fn EnqueueFunc, leadID uuid.UUID) e
 // Operation is what GET /v1/operations/{key} reports of a key.
 type Operation struct {
 	Key       string
-	State     KeyState
+	State     lead.KeyState
 	LeadID    uuid.UUID
 	CreatedAt time.Time
 	UpdatedAt time.Time
@@ -420,7 +499,7 @@ WHERE client_id = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > now())
 // Peeked is a key as a read outside any transaction found it: enough to
 // answer a retry that cannot change it.
 type Peeked struct {
-	State       KeyState
+	Key         lead.Key
 	LeadID      uuid.UUID
 	Fingerprint []byte
 	// RawHash is the request's as it arrived (nil for keys claimed
@@ -428,31 +507,24 @@ type Peeked struct {
 	RawHash []byte
 	// Response is the final response of a finished key.
 	Response response.Final
-	// Reopenable: the key failed with downstream_unavailable and may be
-	// re-opened by a retry (not superseded, its lead not erased); only a
-	// claim may do that.
-	Reopenable bool
 }
 
 // Answer is what a retry with the same request gets from the key, when a
 // read can decide it: replayed (finished), or in progress; false when only
 // a claim can (the key may be re-opened).
 func (p *Peeked) Answer() (*ClaimResult, bool) {
-	switch {
-	case p.Reopenable:
-		return nil, false
-	case p.State.Finished():
-		return &ClaimResult{Outcome: OutcomeReplayed, State: p.State, LeadID: p.LeadID, Response: p.Response}, true
+	switch p.Key.Retry() {
+	case lead.RetryReplay:
+		return &ClaimResult{Outcome: OutcomeReplayed, State: p.Key.State, LeadID: p.LeadID, Response: p.Response}, true
+	case lead.RetryInProgress:
+		return &ClaimResult{Outcome: OutcomeInProgress, State: p.Key.State, LeadID: p.LeadID}, true
 	default:
-		return &ClaimResult{Outcome: OutcomeInProgress, State: p.State, LeadID: p.LeadID}, true
+		return nil, false
 	}
 }
 
-// peekColumns are what Peek reads of a key k ($3: the code of a failure
-// that a retry re-opens).
-const peekColumns = `k.state, k.lead_id, k.fingerprint, k.raw_hash, k.response_status, k.response_body,
-       coalesce(k.state = 'failed' AND k.failure_code = $3 AND k.superseded_by IS NULL
-         AND NOT EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND l.erased_at IS NOT NULL), false)`
+// peekColumns are what Peek reads of a key k.
+const peekColumns = keyColumns + `, k.lead_id, k.fingerprint, k.raw_hash, k.response_status, k.response_body`
 
 const peekSQL = `
 SELECT ` + peekColumns + `
@@ -483,7 +555,15 @@ CROSS JOIN LATERAL (
 // one statement.
 func (s *Store) Peek(ctx context.Context, clientID, key string) (*Peeked, error) {
 	if s.peeks == nil {
-		return scanPeeked(s.db.QueryRow(ctx, peekSQL, clientID, key, response.CodeDownstreamUnavailable))
+		var pk Peeked
+		err := scanPeeked(s.db.QueryRow(ctx, peekSQL, clientID, key), &pk)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("peek: %w", err)
+		}
+		return &pk, nil
 	}
 	p := &pendingPeek{clientID: clientID, key: key, done: make(chan struct{})}
 	s.peeks.add(p)
@@ -516,18 +596,15 @@ func (s *Store) peekGroup(group []*pendingPeek) {
 	for i, p := range group {
 		clients[i], keys[i] = p.clientID, p.key
 	}
-	rows, err := s.pool.Query(ctx, peekManySQL, clients, keys, response.CodeDownstreamUnavailable)
+	rows, err := s.pool.Query(ctx, peekManySQL, clients, keys)
 	if err == nil {
 		for rows.Next() {
-			var n int
-			var pk Peeked
-			var status *int16
-			var body []byte
-			if err = rows.Scan(&n, &pk.State, &pk.LeadID, &pk.Fingerprint, &pk.RawHash, &status, &body, &pk.Reopenable); err != nil {
+			var (
+				n  int
+				pk Peeked
+			)
+			if err = scanPeeked(rows, &pk, &n); err != nil {
 				break
-			}
-			if status != nil {
-				pk.Response = response.Final{Status: int(*status), Body: body}
 			}
 			if n >= 1 && n <= len(group) {
 				group[n-1].res = &pk
@@ -548,21 +625,19 @@ func (s *Store) peekGroup(group []*pendingPeek) {
 	}
 }
 
-func scanPeeked(row pgx.Row) (*Peeked, error) {
+// scanPeeked scans a row of peekColumns, after the columns first (the
+// place in a group), into p.
+func scanPeeked(row pgx.Row, p *Peeked, first ...any) error {
 	var (
-		p      Peeked
 		status *int16
 		body   []byte
 	)
-	err := row.Scan(&p.State, &p.LeadID, &p.Fingerprint, &p.RawHash, &status, &body, &p.Reopenable)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("peek: %w", err)
+	dest := append(first, scanKey(&p.Key)...)
+	if err := row.Scan(append(dest, &p.LeadID, &p.Fingerprint, &p.RawHash, &status, &body)...); err != nil {
+		return err
 	}
 	if status != nil {
 		p.Response = response.Final{Status: int(*status), Body: body}
 	}
-	return &p, nil
+	return nil
 }

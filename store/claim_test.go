@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leadintake/leadintake/internal/dbtest"
@@ -23,24 +20,15 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 const validBody = `{"email":"ada@example.com","source":"website","name":"Ada Lovelace"}`
 
 // claimParams returns the params of a claim of a new key by client a for
-// body, whose enqueue inserts a fake job id (counted in jobs).
-func claimParams(t testing.TB, body string, jobs *atomic.Int64) *store.ClaimParams {
+// body.
+func claimParams(t testing.TB, body string) *store.ClaimParams {
 	t.Helper()
 	payload, err := lead.Decode([]byte(body), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := testkit.NewKey()
-	return &store.ClaimParams{
-		ClientID: "a", Key: key, ExternalRef: "ref-" + key, Payload: payload,
-		Enqueue: func(ctx context.Context, tx pgx.Tx, _ uuid.UUID) (int64, error) {
-			// A real statement of the claim's transaction.
-			if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
-				return 0, err
-			}
-			return jobs.Add(1), nil
-		},
-	}
+	return &store.ClaimParams{ClientID: "a", Key: key, ExternalRef: "ref-" + key, Payload: payload}
 }
 
 func claim(t testing.TB, s *store.Store, p *store.ClaimParams) *store.ClaimResult {
@@ -57,40 +45,36 @@ func TestClaim(t *testing.T) {
 
 	t.Run("NewKeyIsClaimedWithItsJob", func(t *testing.T) {
 		t.Parallel()
-		tx := dbtest.Tx(t)
-		s := store.New(tx)
-		var jobs atomic.Int64
-		p := claimParams(t, validBody, &jobs)
+		s, jobs := newStore(t, dbtest.Tx(t))
+		p := claimParams(t, validBody)
 		res := claim(t, s, p)
-		if res.Outcome != store.OutcomeClaimed || res.State != store.KeyProcessing {
+		if res.Outcome != store.OutcomeClaimed || res.State != lead.KeyProcessing {
 			t.Fatalf("claim: %+v", res)
 		}
-		l, err := s.LoadLead(t.Context(), res.LeadID)
+		l, err := s.Lead(t.Context(), res.LeadID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if l.JobID == nil || *l.JobID != jobs.Load() || l.KeyState != store.KeyProcessing || l.Lead.Email != "ada@example.com" {
+		if l.JobID == nil || *l.JobID != jobs.leads.Load() || l.KeyState.State != lead.KeyProcessing || l.Lead.Email != "ada@example.com" {
 			t.Fatalf("lead after the claim: %+v", l)
 		}
 	})
 
 	t.Run("SameBodyInProgressThenReplayed", func(t *testing.T) {
 		t.Parallel()
-		tx := dbtest.Tx(t)
-		s := store.New(tx)
-		var jobs atomic.Int64
-		p := claimParams(t, validBody, &jobs)
+		s, jobs := newStore(t, dbtest.Tx(t))
+		p := claimParams(t, validBody)
 		first := claim(t, s, p)
 		again := claim(t, s, p)
 		if again.Outcome != store.OutcomeInProgress || again.LeadID != first.LeadID {
 			t.Fatalf("second claim: %+v", again)
 		}
-		l, err := s.StartRun(t.Context(), first.LeadID)
+		l, err := s.Lead(t.Context(), first.LeadID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		finish := completed(l)
-		if done, err := s.Finish(t.Context(), l.Run, finish, nil); err != nil || !done.Applied {
+		if done, err := s.Finish(t.Context(), finish); err != nil || !done.Applied {
 			t.Fatalf("finish: %+v, %v", done, err)
 		}
 		replay := claim(t, s, p)
@@ -98,19 +82,18 @@ func TestClaim(t *testing.T) {
 			replay.Response.Status != 201 {
 			t.Fatalf("replay: %+v", replay)
 		}
-		if jobs.Load() != 1 {
-			t.Fatalf("%d jobs enqueued, want 1", jobs.Load())
+		if jobs.leads.Load() != 1 {
+			t.Fatalf("%d jobs enqueued, want 1", jobs.leads.Load())
 		}
 	})
 
 	t.Run("OtherBodyIsAMismatch", func(t *testing.T) {
 		t.Parallel()
-		s := store.New(dbtest.Tx(t))
-		var jobs atomic.Int64
-		p := claimParams(t, validBody, &jobs)
+		s, _ := newStore(t, dbtest.Tx(t))
+		p := claimParams(t, validBody)
 		claim(t, s, p)
 		other := *p
-		other.Payload = claimParams(t, `{"email":"eve@example.com","source":"website"}`, &jobs).Payload
+		other.Payload = claimParams(t, `{"email":"eve@example.com","source":"website"}`).Payload
 		if res := claim(t, s, &other); res.Outcome != store.OutcomeMismatch {
 			t.Fatalf("other body: %+v", res)
 		}
@@ -118,16 +101,13 @@ func TestClaim(t *testing.T) {
 
 	t.Run("EnqueueFailureLeavesNothing", func(t *testing.T) {
 		t.Parallel()
-		tx := dbtest.Tx(t)
-		s := store.New(tx)
-		var jobs atomic.Int64
-		p := claimParams(t, validBody, &jobs)
-		errQueue := errors.New("queue refused")
-		failing := *p
-		failing.Enqueue = func(context.Context, pgx.Tx, uuid.UUID) (int64, error) { return 0, errQueue }
-		if _, err := s.Claim(t.Context(), &failing); !errors.Is(err, errQueue) {
+		s, jobs := newStore(t, dbtest.Tx(t))
+		p := claimParams(t, validBody)
+		jobs.failLeads.Store(true)
+		if _, err := s.Claim(t.Context(), p); !errors.Is(err, errQueue) {
 			t.Fatalf("claim: %v, want the enqueue's error", err)
 		}
+		jobs.failLeads.Store(false)
 		if _, err := s.Operation(t.Context(), "a", p.Key); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("the failed claim left its key: %v", err)
 		}
@@ -138,9 +118,8 @@ func TestClaim(t *testing.T) {
 
 	t.Run("OperationsBelongToTheirClient", func(t *testing.T) {
 		t.Parallel()
-		s := store.New(dbtest.Tx(t))
-		var jobs atomic.Int64
-		p := claimParams(t, validBody, &jobs)
+		s, _ := newStore(t, dbtest.Tx(t))
+		p := claimParams(t, validBody)
 		claim(t, s, p)
 		if _, err := s.Operation(t.Context(), "b", p.Key); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("another client's key: %v, want ErrNotFound", err)
@@ -149,7 +128,7 @@ func TestClaim(t *testing.T) {
 			t.Fatalf("unknown key: %v, want ErrNotFound", err)
 		}
 		op, err := s.Operation(t.Context(), "a", p.Key)
-		if err != nil || op.State != store.KeyProcessing || op.Response != nil {
+		if err != nil || op.State != lead.KeyProcessing || op.Response != nil {
 			t.Fatalf("own key: %+v, %v", op, err)
 		}
 	})
@@ -160,9 +139,8 @@ func TestClaim(t *testing.T) {
 	t.Run("ConcurrentSameKeyOneLead", func(t *testing.T) {
 		t.Parallel()
 		_, pool := dbtest.New(t)
-		s := store.New(pool)
-		var jobs atomic.Int64
-		p := claimParams(t, validBody, &jobs)
+		s, jobs := newStore(t, pool)
+		p := claimParams(t, validBody)
 		const n = 50
 		results := make([]*store.ClaimResult, n)
 		errs := make([]error, n)
@@ -197,8 +175,8 @@ func TestClaim(t *testing.T) {
 			"SELECT (SELECT count(*) FROM leads), (SELECT count(*) FROM idempotency_keys)").Scan(&leads, &keys); err != nil {
 			t.Fatal(err)
 		}
-		if claimed != 1 || jobs.Load() != 1 || leads != 1 || keys != 1 {
-			t.Fatalf("%d claims won, %d jobs, %d leads, %d keys; want 1 of each", claimed, jobs.Load(), leads, keys)
+		if claimed != 1 || jobs.leads.Load() != 1 || leads != 1 || keys != 1 {
+			t.Fatalf("%d claims won, %d jobs, %d leads, %d keys; want 1 of each", claimed, jobs.leads.Load(), leads, keys)
 		}
 	})
 }

@@ -2,13 +2,13 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
 )
 
@@ -28,36 +28,31 @@ type EraseParams struct {
 	Via string
 	// Retention is how long the keys it finishes are kept.
 	Retention time.Duration
-	// Callback is true when the client has a callback: the finishes of
-	// the erasure are announced like any other.
-	Callback bool
 }
 
 // Erased is what an erasure did.
 type Erased struct {
 	// Count is the number of leads whose personal data it erased.
 	Count int
-	// Callbacks are the deliveries of the keys it finished (with
-	// Callback).
-	Callbacks []uuid.UUID
-	// WakeJobIDs are the jobs of the amendments that waited for a key it
-	// finished.
-	WakeJobIDs []int64
+	// Finished is the number of unfinished keys it finished as failed,
+	// 422 erased.
+	Finished int
 }
 
 // Erase erases, at once and in one transaction, the personal data of every
 // lead of the client whose email matches, whatever the lead's state: its
 // submission and enrichment are gone; its ids, client, external_ref, CRM
 // id, score, tier, outcome and times stay. A lead not yet finished is
-// finished as failed, 422 erased: its key replays that answer from now on,
-// is never re-opened, and a run of its job stops at its next step. The
-// request is recorded (client, email HMAC, count, time), also when nothing
-// matched. inTx (nil for none) runs in the same transaction, to enqueue the
-// callbacks and wake the amendments of Erased.
-func (s *Store) Erase(ctx context.Context, p *EraseParams, inTx func(pgx.Tx, *Erased) error) (*Erased, error) {
+// finished as failed, 422 erased, the way every finish goes (finishTx): its
+// key replays that answer from now on, is never re-opened, its client's
+// callback hears of it, the amendment waiting for it is woken, and a run of
+// its job stops at its next step. The request is recorded (client, email
+// HMAC, count, time), also when nothing matched.
+func (s *Store) Erase(ctx context.Context, p *EraseParams) (*Erased, error) {
 	out := &Erased{}
+	var fin finishing
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		*out = Erased{}
+		*out, fin = Erased{}, finishing{}
 		// The leads are locked first; their keys are read by the next
 		// statement, whose snapshot is taken once the locks are held: a
 		// re-open of one of the keys that committed before is seen
@@ -74,7 +69,7 @@ ORDER BY id FOR UPDATE`, p.ClientID, p.EmailHMAC)
 			return err
 		}
 		rows, err = tx.Query(ctx, `
-SELECT l.id, l.idempotency_key, coalesce(k.state IN ('processing', 'needs_reconciliation'), false)
+SELECT l.id, l.idempotency_key, `+keyColumns+`
 FROM leads l
 LEFT JOIN idempotency_keys k ON k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
 WHERE l.id = ANY($1)
@@ -82,21 +77,39 @@ ORDER BY l.id`, ids)
 		if err != nil {
 			return err
 		}
-		type match struct {
-			ID         uuid.UUID
-			Key        string
-			Unfinished bool
+		var finishes []*Finish
+		for rows.Next() {
+			var (
+				id  uuid.UUID
+				key string
+				k   lead.Key
+			)
+			if err := rows.Scan(append([]any{&id, &key}, scanKey(&k)...)...); err != nil {
+				rows.Close()
+				return err
+			}
+			if to, ok := k.After(lead.KeyErase, ""); ok && to != k.State {
+				finishes = append(finishes, &Finish{
+					LeadID: id, ClientID: p.ClientID, Key: key, From: k.State, To: to,
+					Response: response.NewFailed(id.String(), response.CodeErased,
+						"the lead's personal data was erased on request before it finished"),
+					FailureCode: response.CodeErased, Retention: p.Retention,
+				})
+			}
 		}
-		matches, err := pgx.CollectRows(rows, pgx.RowToStructByPos[match])
-		if err != nil {
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return err
 		}
-		for _, m := range matches {
-			if !m.Unfinished {
-				continue
-			}
-			if err := finishErased(ctx, tx, p, m.ID, m.Key, out); err != nil {
+		if len(finishes) > 0 {
+			done, err := s.finishTx(ctx, tx, false, finishes, &fin)
+			if err != nil {
 				return err
+			}
+			for _, d := range done {
+				if d.Applied {
+					out.Finished++
+				}
 			}
 		}
 		tag, err := tx.Exec(ctx, `
@@ -112,58 +125,15 @@ WHERE id = ANY($1)`, ids)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO erasures (id, client_id, email_hmac, erased, via) VALUES ($1, $2, $3, $4, $5)`,
-			id, p.ClientID, p.EmailHMAC, out.Count, p.Via); err != nil {
-			return err
-		}
-		if inTx != nil {
-			return inTx(tx, out)
-		}
-		return nil
+		_, err = tx.Exec(ctx, `INSERT INTO erasures (id, client_id, email_hmac, erased, via) VALUES ($1, $2, $3, $4, $5)`,
+			id, p.ClientID, p.EmailHMAC, out.Count, p.Via)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("erase: %w", err)
 	}
+	s.announce(fin.finals...)
 	return out, nil
-}
-
-// finishErased finishes the unfinished key of an erased lead as failed,
-// 422 erased, announcing it as every finish is.
-func finishErased(ctx context.Context, tx pgx.Tx, p *EraseParams, leadID uuid.UUID, key string, out *Erased) error {
-	final := response.NewFailed(leadID.String(), response.CodeErased,
-		"the lead's personal data was erased on request before it finished")
-	var wake *int64
-	err := tx.QueryRow(ctx, `
-WITH k AS (
-    UPDATE idempotency_keys
-    SET state = 'failed', response_status = $4, response_body = $5, failure_code = $6, updated_at = now(),
-        finished_at = now(), expires_at = now() + $7::interval
-    WHERE client_id = $1 AND key = $2 AND lead_id = $3 AND state IN ('processing', 'needs_reconciliation')
-    RETURNING client_id, superseded_by, pg_notify('`+FinishedChannel+`', lead_id::text)
-)
-SELECT (SELECT al.job_id
-        FROM idempotency_keys ak JOIN leads al ON al.id = ak.lead_id
-        WHERE ak.client_id = k.client_id AND ak.key = k.superseded_by AND ak.state = 'processing')
-FROM k`, p.ClientID, key, leadID, final.Status, final.Body, response.CodeErased, p.Retention).Scan(&wake)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil // the worker finished it meanwhile: it keeps its response
-	}
-	if err != nil {
-		return fmt.Errorf("finish erased lead %s: %w", leadID, err)
-	}
-	if wake != nil {
-		out.WakeJobIDs = append(out.WakeJobIDs, *wake)
-	}
-	if p.Callback {
-		id, err := insertCallback(ctx, tx, leadID, &Finish{
-			KeyState: KeyFailed, Response: final, Callback: &CallbackKey{ClientID: p.ClientID, Key: key},
-		})
-		if err != nil {
-			return err
-		}
-		out.Callbacks = append(out.Callbacks, *id)
-	}
-	return nil
 }
 
 // EraseFinishedBefore erases the personal data of up to limit leads that

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,11 +21,10 @@ var hashKey = lead.HashKey("store-test-pii-hash-key-0123456789")
 // its lead.
 func claimedAs(t *testing.T, s *store.Store, body string) *store.Lead {
 	t.Helper()
-	var jobs atomic.Int64
-	p := claimParams(t, body, &jobs)
+	p := claimParams(t, body)
 	p.EmailHMAC = hashKey.Email(p.Payload.Lead.Email)
 	res := claim(t, s, p)
-	l, err := s.LoadLead(t.Context(), res.LeadID)
+	l, err := s.Lead(t.Context(), res.LeadID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,41 +40,41 @@ func TestErase(t *testing.T) {
 
 	t.Run("ErasesEveryLeadOfTheAddress", func(t *testing.T) {
 		t.Parallel()
-		s := store.New(dbtest.Tx(t))
+		s, jobs := newStore(t, dbtest.Tx(t), "a")
 		unfinished := claimedAs(t, s, ada)
 		finished := claimedAs(t, s, ada)
 		kept := claimedAs(t, s, other)
-		run, err := s.StartRun(t.Context(), finished.ID)
+		run, err := s.Lead(t.Context(), finished.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		done := completed(run)
-		if _, err := s.Finish(t.Context(), run.Run, done, nil); err != nil {
+		if _, err := s.Finish(t.Context(), done); err != nil {
 			t.Fatal(err)
 		}
 
+		callbacks := jobs.callbackCount()
 		// Another spelling of the same address: lower-cased whole.
 		erased, err := s.Erase(t.Context(), &store.EraseParams{
 			ClientID: "a", EmailHMAC: hashKey.Email("ada@EXAMPLE.com"), Via: store.ErasureByCommand, Retention: time.Hour,
-			Callback: true,
-		}, nil)
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if erased.Count != 2 || len(erased.Callbacks) != 1 {
+		if erased.Count != 2 || erased.Finished != 1 || jobs.callbackCount() != callbacks+1 {
 			t.Fatalf("erased %+v, want 2 leads and the callback of the one it finished", erased)
 		}
 		for _, l := range []*store.Lead{unfinished, finished} {
-			got, err := s.LoadLead(t.Context(), l.ID)
+			got, err := s.Lead(t.Context(), l.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !got.Erased || got.Lead.Email != "" || got.Enrichment != nil {
+			if !got.Erased() || got.Lead.Email != "" || got.Enrichment != nil {
 				t.Errorf("lead %s after the erasure: %+v", l.ID, got)
 			}
 		}
 		op, err := s.Operation(t.Context(), "a", unfinished.Key)
-		if err != nil || op.State != store.KeyFailed || op.Response.Status != 422 {
+		if err != nil || op.State != lead.KeyFailed || op.Response.Status != 422 {
 			t.Fatalf("the unfinished key after the erasure: %+v %v", op, err)
 		}
 		var body struct {
@@ -89,7 +87,7 @@ func TestErase(t *testing.T) {
 		if string(op.Response.Body) != string(done.Response.Body) {
 			t.Errorf("a finished key's response changed: %s", op.Response.Body)
 		}
-		if got, _ := s.LoadLead(t.Context(), kept.ID); got.Erased || got.Lead.Email != "grace@example.com" {
+		if got, _ := s.Lead(t.Context(), kept.ID); got.Erased() || got.Lead.Email != "grace@example.com" {
 			t.Errorf("another address's lead was erased: %+v", got)
 		}
 		// A later run stops at its first step.
@@ -104,14 +102,14 @@ func TestErase(t *testing.T) {
 
 	t.Run("RecordsRequestsThatMatchNothing", func(t *testing.T) {
 		t.Parallel()
-		s := store.New(dbtest.Tx(t))
+		s, _ := newStore(t, dbtest.Tx(t))
 		claimedAs(t, s, ada)
 		for _, client := range []string{"b", "a"} {
 			email := "nobody@example.com"
 			if client == "b" {
 				email = "ada@example.com" // another client's address is another person's
 			}
-			erased, err := s.Erase(t.Context(), &store.EraseParams{ClientID: client, EmailHMAC: hashKey.Email(email), Via: store.ErasureByAdminAPI}, nil)
+			erased, err := s.Erase(t.Context(), &store.EraseParams{ClientID: client, EmailHMAC: hashKey.Email(email), Via: store.ErasureByAdminAPI})
 			if err != nil || erased.Count != 0 {
 				t.Fatalf("erase: %+v %v", erased, err)
 			}
@@ -124,14 +122,14 @@ func TestErase(t *testing.T) {
 	t.Run("RetentionErasesFinishedLeads", func(t *testing.T) {
 		t.Parallel()
 		tx := dbtest.Tx(t)
-		s := store.New(tx)
+		s, _ := newStore(t, tx)
 		old, recent, open := claimedAs(t, s, ada), claimedAs(t, s, ada), claimedAs(t, s, other)
 		for _, l := range []*store.Lead{old, recent} {
-			run, err := s.StartRun(t.Context(), l.ID)
+			run, err := s.Lead(t.Context(), l.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Finish(t.Context(), run.Run, completed(run), nil); err != nil {
+			if _, err := s.Finish(t.Context(), completed(run)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -143,8 +141,8 @@ func TestErase(t *testing.T) {
 			t.Fatalf("erased %d, %v; want the one lead past its retention", n, err)
 		}
 		for l, want := range map[*store.Lead]bool{old: true, recent: false, open: false} {
-			if got, _ := s.LoadLead(t.Context(), l.ID); got.Erased != want {
-				t.Errorf("lead erased %t, want %t", got.Erased, want)
+			if got, _ := s.Lead(t.Context(), l.ID); got.Erased() != want {
+				t.Errorf("lead erased %t, want %t", got.Erased(), want)
 			}
 		}
 	})
@@ -165,19 +163,16 @@ func TestErasureRacesARetry(t *testing.T) {
 		t.Run(map[bool]string{true: "ErasureFirst", false: "RetryFirst"}[eraseFirst], func(t *testing.T) {
 			t.Parallel()
 			_, pool := dbtest.New(t)
-			s := store.New(pool)
-			var jobs atomic.Int64
-			p := claimParams(t, ada, &jobs)
+			s, _ := newStore(t, pool)
+			p := claimParams(t, ada)
 			p.EmailHMAC = hashKey.Email("ada@example.com")
 			first := claim(t, s, p)
-			run, err := s.StartRun(t.Context(), first.LeadID)
+			run, err := s.Lead(t.Context(), first.LeadID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Finish(t.Context(), run.Run, &store.Finish{
-				KeyState: store.KeyFailed, FailureCode: response.CodeDownstreamUnavailable, Retention: time.Hour,
-				Response: response.NewFailed(run.ID.String(), response.CodeDownstreamUnavailable, "x"), State: run.State,
-			}, nil); err != nil {
+			if _, err := s.Finish(t.Context(), finishOf(run, lead.KeyFailed,
+				response.NewFailed(run.ID.String(), response.CodeDownstreamUnavailable, "x"), response.CodeDownstreamUnavailable, run.State)); err != nil {
 				t.Fatal(err)
 			}
 
@@ -208,7 +203,7 @@ SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wai
 			erase := func() {
 				e, err := s.Erase(t.Context(), &store.EraseParams{
 					ClientID: "a", EmailHMAC: p.EmailHMAC, Via: store.ErasureByCommand, Retention: time.Hour,
-				}, nil)
+				})
 				results <- result{erased: e, err: err}
 			}
 			retry := func() {
@@ -249,15 +244,15 @@ SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wai
 			if err != nil {
 				t.Fatal(err)
 			}
-			l, err := s.LoadLead(t.Context(), first.LeadID)
-			if err != nil || !l.Erased {
+			l, err := s.Lead(t.Context(), first.LeadID)
+			if err != nil || !l.Erased() {
 				t.Fatalf("the lead after both: %+v %v", l, err)
 			}
 			wantOutcome, wantStatus := store.OutcomeReplayed, response.CodeDownstreamUnavailable.Status()
 			if !eraseFirst {
 				wantOutcome, wantStatus = store.OutcomeReopened, http.StatusUnprocessableEntity
 			}
-			if retried.Outcome != wantOutcome || op.State != store.KeyFailed || op.Response.Status != wantStatus {
+			if retried.Outcome != wantOutcome || op.State != lead.KeyFailed || op.Response.Status != wantStatus {
 				t.Errorf("retry %s, key %s %d; want %s and a failed key with %d",
 					retried.Outcome, op.State, op.Response.Status, wantOutcome, wantStatus)
 			}

@@ -9,16 +9,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-)
 
-// EnqueueManyFunc inserts the jobs of leads inside tx, the transaction that
-// claims their keys, and returns the jobs' ids in the order of leadIDs.
-type EnqueueManyFunc func(ctx context.Context, tx pgx.Tx, leadIDs []uuid.UUID) (jobIDs []int64, err error)
+	"github.com/leadintake/leadintake/lead"
+)
 
 // GroupOpts configure group commit of claims (Store.GroupClaims).
 type GroupOpts struct {
-	// EnqueueMany inserts the jobs of one group's claimed leads.
-	EnqueueMany EnqueueManyFunc
 	// MaxGroup bounds the claims of one transaction; default 64.
 	MaxGroup int
 	// MaxInFlight bounds the groups committing at once, each on a
@@ -29,8 +25,8 @@ type GroupOpts struct {
 }
 
 // GroupClaims makes Claim commit concurrent claims of new keys together:
-// one multi-row insert of the keys, one insert of the jobs (EnqueueMany),
-// one multi-row insert of the leads with their job ids, one COMMIT, in five
+// one multi-row insert of the keys, one insert of the jobs (Jobs), one
+// multi-row insert of the leads with their job ids, one COMMIT, in five
 // round trips whatever the group's size. A claim waits for no one: a group
 // starts as soon as a connection slot is free, with the claims that arrived
 // meanwhile. A key the group finds taken, an amendment, and every claim of
@@ -41,9 +37,6 @@ type GroupOpts struct {
 func (s *Store) GroupClaims(o GroupOpts) error {
 	if s.pool == nil {
 		return errors.New("store: group commit needs a store on a pool")
-	}
-	if o.EnqueueMany == nil {
-		return errors.New("store: group commit needs EnqueueMany")
 	}
 	o.MaxGroup = cmp.Or(o.MaxGroup, 64)
 	o.MaxInFlight = cmp.Or(o.MaxInFlight, 4)
@@ -91,7 +84,7 @@ func (g *claimGroup) claim(ctx context.Context, p *ClaimParams) (*ClaimResult, b
 	if !c.claimed {
 		return nil, false, nil
 	}
-	return &ClaimResult{Outcome: OutcomeClaimed, State: KeyProcessing, LeadID: leadID}, true, nil
+	return &ClaimResult{Outcome: OutcomeClaimed, State: lead.KeyProcessing, LeadID: leadID}, true, nil
 }
 
 // commitGroup commits one group. A group that failed claimed nothing: its
@@ -105,21 +98,6 @@ func (g *claimGroup) commitGroup(group []*groupedClaim) {
 	}
 }
 
-// groupKeysSQL claims the group's keys that are new; it returns the leads
-// of those it claimed.
-const groupKeysSQL = `
-INSERT INTO idempotency_keys (client_id, key, fingerprint, raw_hash, state, lead_id)
-SELECT client_id, key, fingerprint, raw_hash, 'processing', lead_id
-FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bytea[], $5::uuid[])
-    AS g(client_id, key, fingerprint, raw_hash, lead_id)
-ON CONFLICT (client_id, key) DO NOTHING
-RETURNING lead_id`
-
-// groupLeadsSQL inserts the claimed keys' leads, with their jobs.
-const groupLeadsSQL = `
-INSERT INTO leads (id, client_id, idempotency_key, external_ref, submission, email_hmac, job_id)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::bytea[], $7::bigint[])`
-
 // commit claims, in one transaction, the keys of the group that are new,
 // and marks them claimed once it committed.
 func (g *claimGroup) commit(ctx context.Context, group []*groupedClaim) error {
@@ -128,10 +106,8 @@ func (g *claimGroup) commit(ctx context.Context, group []*groupedClaim) error {
 	type slot struct{ client, key string }
 	seen := make(map[slot]bool, len(group))
 	var (
-		clients, keys      []string
-		fingerprints, raws [][]byte
-		leadIDs            []uuid.UUID
-		byLead             = make(map[uuid.UUID]*groupedClaim, len(group))
+		keys  []keyRow
+		leads = make(map[uuid.UUID]leadRow, len(group))
 	)
 	for _, c := range group {
 		sl := slot{c.p.ClientID, c.p.Key}
@@ -139,12 +115,9 @@ func (g *claimGroup) commit(ctx context.Context, group []*groupedClaim) error {
 			continue
 		}
 		seen[sl] = true
-		clients = append(clients, c.p.ClientID)
-		keys = append(keys, c.p.Key)
-		fingerprints = append(fingerprints, c.p.Payload.Fingerprint[:])
-		raws = append(raws, c.p.RawHash)
-		leadIDs = append(leadIDs, c.leadID)
-		byLead[c.leadID] = c
+		k, l := rowsOf(c.p, c.leadID, chain{})
+		keys = append(keys, k)
+		leads[c.leadID] = l
 	}
 
 	tx, err := g.store.pool.Begin(ctx)
@@ -154,7 +127,7 @@ func (g *claimGroup) commit(ctx context.Context, group []*groupedClaim) error {
 	defer func() { _ = tx.Rollback(ctx) }()
 	b := &pgx.Batch{}
 	b.Queue(durably)
-	b.Queue(groupKeysSQL, clients, keys, fingerprints, raws, leadIDs)
+	b.Queue(insertKeysSQL, rowArgs(keys, nil))
 	br := tx.SendBatch(ctx, b)
 	claimedIDs, err := func() ([]uuid.UUID, error) {
 		defer br.Close()
@@ -177,31 +150,19 @@ func (g *claimGroup) commit(ctx context.Context, group []*groupedClaim) error {
 	if len(claimedIDs) == 0 {
 		return nil // every key exists: nothing to commit
 	}
-
-	jobIDs, err := g.opts.EnqueueMany(ctx, tx, claimedIDs)
-	if err != nil {
-		return fmt.Errorf("enqueue: %w", err)
-	}
-	if len(jobIDs) != len(claimedIDs) {
-		return fmt.Errorf("enqueue: %d jobs for %d leads", len(jobIDs), len(claimedIDs))
-	}
-	n := len(claimedIDs)
-	var (
-		lClients, lKeys, refs, submissions = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		hmacs                              = make([][]byte, n)
-	)
+	claimed := make([]leadRow, len(claimedIDs))
+	won := make(map[uuid.UUID]bool, len(claimedIDs))
 	for i, id := range claimedIDs {
-		p := byLead[id].p
-		lClients[i], lKeys[i], refs[i], submissions[i], hmacs[i] = p.ClientID, p.Key, p.ExternalRef, string(p.Payload.Canonical), p.EmailHMAC
+		claimed[i], won[id] = leads[id], true
 	}
-	if _, err := tx.Exec(ctx, groupLeadsSQL, claimedIDs, lClients, lKeys, refs, submissions, hmacs, jobIDs); err != nil {
+	if err := g.store.insertLeads(ctx, tx, claimed); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
-	for _, id := range claimedIDs {
-		byLead[id].claimed = true
+	for _, c := range group {
+		c.claimed = won[c.leadID]
 	}
 	return nil
 }

@@ -1,42 +1,16 @@
 package store_test
 
 import (
-	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/store"
 )
-
-// manyJobs is an EnqueueMany that inserts nothing and counts the leads it
-// was given, failing when fail says so.
-type manyJobs struct {
-	leads, calls atomic.Int64
-	fail         atomic.Bool
-}
-
-func (m *manyJobs) enqueue(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) ([]int64, error) {
-	m.calls.Add(1)
-	if m.fail.Load() {
-		return nil, errors.New("enqueue refused")
-	}
-	// A real statement of the group's transaction.
-	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
-		return nil, err
-	}
-	out := make([]int64, len(ids))
-	for i := range ids {
-		out[i] = m.leads.Add(1)
-	}
-	return out, nil
-}
 
 // Concurrent claims of new keys commit in groups: every key is claimed
 // once, with its lead and its job id; twins in one group and keys that
@@ -45,15 +19,14 @@ func (m *manyJobs) enqueue(ctx context.Context, tx pgx.Tx, ids []uuid.UUID) ([]i
 func TestGroupClaims(t *testing.T) {
 	t.Parallel()
 
-	setupGroup := func(t *testing.T) (*store.Store, *manyJobs) {
+	setupGroup := func(t *testing.T) (*store.Store, *fakeJobs) {
 		t.Helper()
 		_, pool := dbtest.New(t)
-		s := store.New(pool)
-		m := &manyJobs{}
-		if err := s.GroupClaims(store.GroupOpts{EnqueueMany: m.enqueue, MaxGroup: 8, MaxInFlight: 2}); err != nil {
+		s, jobs := newStore(t, pool)
+		if err := s.GroupClaims(store.GroupOpts{MaxGroup: 8, MaxInFlight: 2}); err != nil {
 			t.Fatal(err)
 		}
-		return s, m
+		return s, jobs
 	}
 	claimAll := func(t *testing.T, s *store.Store, ps []*store.ClaimParams) []*store.ClaimResult {
 		t.Helper()
@@ -61,7 +34,7 @@ func TestGroupClaims(t *testing.T) {
 		var wg sync.WaitGroup
 		for i, p := range ps {
 			wg.Go(func() {
-				r, err := s.Claim(t.Context(), p)
+				r, err := s.Claim(fromCaller(t), p)
 				if err != nil {
 					t.Errorf("claim %d: %v", i, err)
 					return
@@ -76,10 +49,9 @@ func TestGroupClaims(t *testing.T) {
 	t.Run("ClaimsEachNewKeyOnce", func(t *testing.T) {
 		t.Parallel()
 		s, m := setupGroup(t)
-		var single atomic.Int64
 		var ps []*store.ClaimParams
 		for range 50 {
-			p := claimParams(t, validBody, &single)
+			p := claimParams(t, validBody)
 			p.EmailHMAC = hashKey.Email("ada@example.com")
 			p.RawHash = lead.RawHash([]byte(validBody), "")
 			ps = append(ps, p)
@@ -109,15 +81,15 @@ func TestGroupClaims(t *testing.T) {
 		if len(claimed) != 50 {
 			t.Fatalf("%d keys claimed, want 50", len(claimed))
 		}
-		if got := m.leads.Load() + single.Load(); got != 50 {
-			t.Errorf("%d jobs enqueued, want 50 (%d in groups)", got, m.leads.Load())
+		if got := m.leads.Load(); got != 50 {
+			t.Errorf("%d jobs enqueued, want 50", got)
 		}
 		if m.calls.Load() >= 50 {
 			t.Logf("every claim went alone (%d groups): no two arrived together", m.calls.Load())
 		}
 		for id := range claimed {
-			l, err := s.LoadLead(t.Context(), id)
-			if err != nil || l.KeyState != store.KeyProcessing || l.Lead.Email != "ada@example.com" {
+			l, err := s.Lead(t.Context(), id)
+			if err != nil || l.KeyState.State != lead.KeyProcessing || l.Lead.Email != "ada@example.com" {
 				t.Errorf("lead %s: %+v %v", id, l, err)
 			}
 			if d, err := s.ShowKey(t.Context(), l.ClientID, l.Key); err != nil || d.JobID == nil {
@@ -134,29 +106,29 @@ func TestGroupClaims(t *testing.T) {
 	t.Run("FallsBackWhenTheGroupFails", func(t *testing.T) {
 		t.Parallel()
 		s, m := setupGroup(t)
-		m.fail.Store(true)
-		var single atomic.Int64
+		// Every group's enqueue fails; the single claims that follow do
+		// not.
+		m.failGroups.Store(true)
 		var ps []*store.ClaimParams
 		for range 10 {
-			ps = append(ps, claimParams(t, validBody, &single))
+			ps = append(ps, claimParams(t, validBody))
 		}
 		for i, r := range claimAll(t, s, ps) {
 			if r == nil || r.Outcome != store.OutcomeClaimed {
 				t.Errorf("claim %d after its group failed: %+v", i, r)
 			}
 		}
-		if single.Load() != 10 || m.calls.Load() == 0 {
-			t.Errorf("%d single claims after %d failed groups, want 10", single.Load(), m.calls.Load())
+		if m.leads.Load() != 10 || m.calls.Load() <= 10 {
+			t.Errorf("%d jobs in %d enqueues, want 10 single ones after failed groups", m.leads.Load(), m.calls.Load())
 		}
 	})
 
 	t.Run("KeysThatExistGoTheSingleWay", func(t *testing.T) {
 		t.Parallel()
 		s, _ := setupGroup(t)
-		var single atomic.Int64
-		p := claimParams(t, validBody, &single)
+		p := claimParams(t, validBody)
 		first := claim(t, s, p)
-		other := claimParams(t, `{"email":"grace@example.com","source":"website"}`, &single)
+		other := claimParams(t, `{"email":"grace@example.com","source":"website"}`)
 		other.Key = p.Key
 		for _, tc := range []struct {
 			p    *store.ClaimParams
@@ -172,10 +144,9 @@ func TestGroupClaims(t *testing.T) {
 	t.Run("PeeksTogether", func(t *testing.T) {
 		t.Parallel()
 		s, _ := setupGroup(t)
-		var single atomic.Int64
 		var ps []*store.ClaimParams
 		for range 20 {
-			p := claimParams(t, validBody, &single)
+			p := claimParams(t, validBody)
 			p.RawHash = lead.RawHash([]byte(validBody), "")
 			ps = append(ps, p)
 		}
@@ -184,7 +155,7 @@ func TestGroupClaims(t *testing.T) {
 		for i, p := range ps {
 			wg.Go(func() {
 				got, err := s.Peek(t.Context(), "a", p.Key)
-				if err != nil || got.LeadID != claimed[i].LeadID || got.State != store.KeyProcessing ||
+				if err != nil || got.LeadID != claimed[i].LeadID || got.Key.State != lead.KeyProcessing ||
 					string(got.Fingerprint) != string(p.Payload.Fingerprint[:]) || string(got.RawHash) != string(p.RawHash) {
 					t.Errorf("peek of claimed key %d: %+v %v", i, got, err)
 				}
@@ -200,8 +171,8 @@ func TestGroupClaims(t *testing.T) {
 
 	t.Run("NeedsAPool", func(t *testing.T) {
 		t.Parallel()
-		m := &manyJobs{}
-		if err := store.New(dbtest.Tx(t)).GroupClaims(store.GroupOpts{EnqueueMany: m.enqueue}); err == nil {
+		s, _ := newStore(t, dbtest.Tx(t))
+		if err := s.GroupClaims(store.GroupOpts{}); err == nil {
 			t.Error("group commit on a transaction was accepted")
 		}
 	})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/migrations"
 )
 
@@ -73,7 +74,7 @@ func IsUnavailable(err error) bool {
 // age in seconds of the oldest processing key. Unfinished keys are counted on
 // their partial index; finished ones by a scan of the table, which is why
 // the metrics cache this.
-func (s *Store) KeyCounts(ctx context.Context) (map[KeyState]float64, float64, error) {
+func (s *Store) KeyCounts(ctx context.Context) (map[lead.KeyState]float64, float64, error) {
 	rows, err := s.db.Query(ctx, `
 SELECT state, count(*),
        coalesce(extract(epoch FROM now() - min(updated_at) FILTER (WHERE state = 'processing')), 0)::float8
@@ -84,11 +85,11 @@ GROUP BY state`)
 		return nil, 0, err
 	}
 	defer rows.Close()
-	counts := map[KeyState]float64{}
+	counts := map[lead.KeyState]float64{}
 	var oldest float64
 	for rows.Next() {
 		var (
-			state KeyState
+			state lead.KeyState
 			n     int64
 			age   float64
 		)

@@ -17,7 +17,7 @@ type KeyFilter struct {
 	// ClientID and State select one client's keys, and keys in one state;
 	// empty for any.
 	ClientID string
-	State    KeyState
+	State    lead.KeyState
 	// OlderThan selects keys created longer ago than this; zero for any.
 	OlderThan time.Duration
 	// Limit bounds the keys returned; default 100.
@@ -26,13 +26,13 @@ type KeyFilter struct {
 
 // KeySummary is one key, as an operator lists it.
 type KeySummary struct {
-	ClientID  string     `json:"client_id"`
-	Key       string     `json:"key"`
-	State     KeyState   `json:"state"`
-	LeadID    uuid.UUID  `json:"lead_id"`
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
-	ExpiresAt *time.Time `json:"expires_at"`
+	ClientID  string        `json:"client_id"`
+	Key       string        `json:"key"`
+	State     lead.KeyState `json:"state"`
+	LeadID    uuid.UUID     `json:"lead_id"`
+	CreatedAt time.Time     `json:"created_at"`
+	UpdatedAt time.Time     `json:"updated_at"`
+	ExpiresAt *time.Time    `json:"expires_at"`
 }
 
 // ListKeys returns the keys f selects, oldest first; expired keys are left

@@ -53,23 +53,32 @@ WHERE client_id = $1 AND key = $2 AND lead_id = $3 AND state = 'needs_reconcilia
 
 // Resume puts a lead awaiting reconciliation back to work with the state
 // that reconciliation settled (lead.Settle): its key processing again, its
-// CRM step as settled, and a new job, in one transaction. It returns false,
-// changing nothing, when the key was not awaiting reconciliation any more
-// (another reconciler, or an operator, settled it first).
-func (s *Store) Resume(ctx context.Context, run Run, st lead.State, enqueueFn EnqueueFunc) (bool, error) {
+// CRM step as settled, and a new job, in one transaction. l is the lead as
+// read, its key included; nothing changes, and Resume returns false, when
+// its key does not allow lead.KeyResume or is no longer as read (another
+// reconciler, or an operator, settled it first).
+func (s *Store) Resume(ctx context.Context, l *Lead, st lead.State) (bool, error) {
+	if s.jobs == nil {
+		return false, errNoJobs
+	}
+	if !l.KeyState.Allows(lead.KeyResume) {
+		return false, nil
+	}
 	var resumed bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
 WITH k AS (
     UPDATE idempotency_keys k SET state = 'processing', reconcile_after = NULL, updated_at = now()
-    FROM leads l
-    WHERE l.id = $1 AND l.run = $2
-      AND k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
-      AND k.state = 'needs_reconciliation'
+    FROM leads r
+    WHERE r.id = @lead AND r.run = @run
+      AND k.client_id = r.client_id AND k.key = r.idempotency_key AND k.lead_id = r.id
+      AND `+keyAsRead+`
     RETURNING k.lead_id
 )
-UPDATE leads SET crm_state = $3, crm_id = $4, updated_at = now()
-WHERE id = (SELECT lead_id FROM k)`, run.LeadID, run.Seq, st.CRM, nullIfEmpty(st.CRMID))
+UPDATE leads SET crm_state = @crm_state, crm_id = @crm_id, updated_at = now()
+WHERE id = (SELECT lead_id FROM k)`, readArgs(l.KeyState, pgx.NamedArgs{
+			"lead": l.ID, "run": l.Run.Seq, "crm_state": st.CRM, "crm_id": nullIfEmpty(st.CRMID),
+		}))
 		if err != nil {
 			return err
 		}
@@ -77,13 +86,13 @@ WHERE id = (SELECT lead_id FROM k)`, run.LeadID, run.Seq, st.CRM, nullIfEmpty(st
 			return errNothingToCommit
 		}
 		resumed = true
-		return enqueue(ctx, tx, enqueueFn, run.LeadID)
+		return enqueue(ctx, tx, s.jobs, l.ID)
 	})
 	if errors.Is(err, errNothingToCommit) {
 		err = nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("resume lead %s: %w", run.LeadID, err)
+		return false, fmt.Errorf("resume lead %s: %w", l.ID, err)
 	}
 	return resumed, nil
 }

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leadintake/leadintake/lead"
-	"github.com/leadintake/leadintake/response"
 )
 
 // Run is one run of a lead: an attempt of its job, or the reconciler acting
@@ -40,25 +38,28 @@ type Lead struct {
 	// data.
 	Enrichment json.RawMessage
 	State      lead.State
-	// KeyState is the state of the lead's key, empty when the key is gone
+	// KeyState is the lead's key as read: its state and what its
+	// transitions depend on. Its State is empty when the key is gone
 	// (expired and deleted, or taken over by a newer lead).
-	KeyState KeyState
-	// Run is the run that holds the lead: this one after StartRun.
+	KeyState lead.Key
+	// Run is the run that holds the lead.
 	Run Run
 	// JobID is the job that works the lead, nil when none was recorded.
 	JobID *int64
 	// Amends is the lead this one amends, nil for none.
 	Amends *uuid.UUID
-	// Erased is true once the lead's personal data was erased: Lead and
-	// Enrichment are empty, and no downstream call may be made for it.
-	Erased bool
+	erased bool
 }
 
-const leadColumns = `
+// Erased reports whether the lead's personal data was erased: Lead and
+// Enrichment are empty, and no downstream call may be made for it.
+func (l *Lead) Erased() bool { return l.erased }
+
+var leadColumns = `
     l.id, l.client_id, l.idempotency_key, l.external_ref, l.submission, l.enrichment,
     coalesce(l.enrichment_outcome, ''), l.enrichment_failures, l.crm_state, coalesce(l.crm_id, ''),
     coalesce(l.notify_outcome, ''), l.notify_failures, l.run, l.job_id,
-    coalesce(k.state, ''),
+    ` + keyColumns + `,
     EXISTS (SELECT FROM leads o WHERE o.external_ref = l.external_ref AND o.id <> l.id),
     l.amends, l.amendment, l.crm_not_updated,
     coalesce((SELECT sk.state IN ('processing', 'needs_reconciliation')
@@ -67,7 +68,7 @@ const leadColumns = `
               WHERE sl.id = l.amends), false),
     l.erased_at IS NOT NULL`
 
-const loadLeadSQL = `
+var loadLeadSQL = `
 SELECT` + leadColumns + `
 FROM leads l
 LEFT JOIN idempotency_keys k ON k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
@@ -82,8 +83,9 @@ func scanLead(row pgx.Row) (*Lead, error) {
 	err := row.Scan(&l.ID, &l.ClientID, &l.Key, &l.ExternalRef, &submission, &enrichment,
 		&l.State.Enrichment, &l.State.EnrichmentFailures, &l.State.CRM, &l.State.CRMID,
 		&l.State.Notification, &l.State.NotificationFailures, &l.Run.Seq, &l.JobID,
-		&l.KeyState, &l.State.RefUsedBefore, &l.Amends, &l.State.Amendment, &l.State.CRMNotUpdated,
-		&l.State.SupersededUnfinished, &l.Erased)
+		&l.KeyState.State, &l.KeyState.Failure, &l.KeyState.Superseded, &l.KeyState.Erased, &l.KeyState.Expired,
+		&l.State.RefUsedBefore, &l.Amends, &l.State.Amendment, &l.State.CRMNotUpdated,
+		&l.State.SupersededUnfinished, &l.erased)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -102,21 +104,11 @@ func scanLead(row pgx.Row) (*Lead, error) {
 	return &l, nil
 }
 
-// StartRun starts a run of a lead and returns the lead; ErrNotFound when
-// there is no such lead. It reads, and writes nothing: the run takes the
-// lead with its first save (see Run), which must come before any call that
-// acts (the CRM, the notification; an enrichment look-up may come first).
-func (s *Store) StartRun(ctx context.Context, leadID uuid.UUID) (*Lead, error) {
-	l, err := scanLead(s.db.QueryRow(ctx, loadLeadSQL, leadID))
-	if err != nil {
-		return nil, fmt.Errorf("start run of lead %s: %w", leadID, err)
-	}
-	return l, nil
-}
-
-// LoadLead returns a lead as it stands, its current run included, without
-// starting one; ErrNotFound when there is no such lead.
-func (s *Store) LoadLead(ctx context.Context, leadID uuid.UUID) (*Lead, error) {
+// Lead returns a lead as it stands, its key and the run that holds it
+// included; ErrNotFound when there is no such lead. It reads, and writes
+// nothing: a run of the worker takes the lead with its first save (see
+// Run), which comes before any call that acts.
+func (s *Store) Lead(ctx context.Context, leadID uuid.UUID) (*Lead, error) {
 	l, err := scanLead(s.db.QueryRow(ctx, loadLeadSQL, leadID))
 	if err != nil {
 		return nil, fmt.Errorf("load lead %s: %w", leadID, err)
@@ -177,126 +169,4 @@ WHERE id = $1 AND run = $2 AND erased_at IS NULL`,
 		return ErrErased
 	}
 	return ErrRunTaken
-}
-
-// Finish is how a lead ends: with a final response, or in reconciliation.
-type Finish struct {
-	// KeyState is KeyCompleted or KeyFailed with a Response, or
-	// KeyNeedsReconciliation without one.
-	KeyState KeyState
-	Response response.Final
-	// FailureCode is the error code of a failed key (crm_rejected,
-	// downstream_unavailable).
-	FailureCode response.Code
-	// Retention is how long a finished key is kept.
-	Retention time.Duration
-	// State is the lead's final state; Score and Tier its score.
-	State lead.State
-	Score int
-	Tier  lead.Tier
-	// Callback, when not nil, announces a final response to the client's
-	// callback: the finishing transaction writes the delivery (the
-	// callbacks outbox) with it.
-	Callback *CallbackKey
-}
-
-// CallbackKey names the key a callback announces.
-type CallbackKey struct {
-	ClientID, Key string
-}
-
-// FinishedChannel is the PostgreSQL notification channel on which a key's
-// finish is announced, with the lead's id as the payload, once the
-// finishing transaction committed (never for a rollback).
-const FinishedChannel = "leadintake_finished"
-
-// finishSQL ends a lead in one statement: the lead row is locked and its run
-// checked; the key, still unfinished and still this lead's, takes its final
-// response (or moves to needs_reconciliation); the lead takes its result.
-// Nothing changes unless both hold. The statement returns the job of the
-// amendment that waits for this key, if any, and whether a final response
-// was written (to be announced on FinishedChannel after the commit).
-const finishSQL = `
-WITH l AS (
-    SELECT id, client_id, idempotency_key FROM leads WHERE id = $1 AND run = $2 FOR UPDATE
-), k AS (
-    UPDATE idempotency_keys k
-    SET state = $3, response_status = $4, response_body = $5, failure_code = $6, updated_at = now(),
-        finished_at = CASE WHEN $4::smallint IS NOT NULL THEN now() END,
-        expires_at = CASE WHEN $4::smallint IS NOT NULL THEN now() + $7::interval END
-    FROM l
-    WHERE k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
-      AND k.state IN ('processing', 'needs_reconciliation')
-    RETURNING k.lead_id, k.client_id, k.superseded_by
-)
-UPDATE leads
-SET score = $8, tier = $9, crm_state = $10, crm_id = $11, notify_outcome = $12, warnings = $13,
-    crm_not_updated = $14, updated_at = now(), finished_at = CASE WHEN $4::smallint IS NOT NULL THEN now() END
-WHERE id = (SELECT lead_id FROM k)
-RETURNING
-    (SELECT al.job_id
-     FROM k
-     JOIN idempotency_keys ak ON ak.client_id = k.client_id AND ak.key = k.superseded_by AND ak.state = 'processing'
-     JOIN leads al ON al.id = ak.lead_id
-     WHERE $4::smallint IS NOT NULL),
-    $4::smallint IS NOT NULL`
-
-// Finished is what a finish did.
-type Finished struct {
-	// Applied is false when nothing was left to finish: the key was no
-	// longer unfinished and the lead's, or a later run holds the lead.
-	Applied bool
-	// WakeJobID is the job of the amendment that waits for this key to
-	// finish; nil for none.
-	WakeJobID *int64
-	// CallbackID is the delivery written for Finish.Callback; nil for none.
-	CallbackID *uuid.UUID
-}
-
-// Finish ends the run's lead as f says, and runs inTx (the completion of the
-// run's job, the wake-up of a waiting amendment) in the same transaction
-// when it is not nil; inTx runs whether or not anything was finished.
-func (s *Store) Finish(ctx context.Context, run Run, f *Finish, inTx func(pgx.Tx, *Finished) error) (*Finished, error) {
-	var (
-		status   *int16
-		body     []byte
-		failure  *string
-		warnings = f.State.Warnings()
-	)
-	if f.KeyState.Finished() {
-		st := int16(f.Response.Status)
-		status, body = &st, f.Response.Body
-	}
-	if f.FailureCode != "" {
-		failure = nullIfEmpty(f.FailureCode)
-	}
-	done := &Finished{}
-	var final bool
-	err := s.inDurableTx(ctx, finishSQL, []any{run.LeadID, run.Seq, f.KeyState, status, body, failure, f.Retention,
-		f.Score, nullIfEmpty(f.Tier), f.State.CRM, nullIfEmpty(f.State.CRMID), nullIfEmpty(f.State.Notification),
-		warnings, f.State.CRMNotUpdated}, func(tx pgx.Tx, first pgx.Row) error {
-		err := first.Scan(&done.WakeJobID, &final)
-		switch {
-		case err == nil:
-			done.Applied = true
-		case !errors.Is(err, pgx.ErrNoRows):
-			return err
-		}
-		if done.Applied && f.Callback != nil && f.KeyState.Finished() {
-			if done.CallbackID, err = insertCallback(ctx, tx, run.LeadID, f); err != nil {
-				return err
-			}
-		}
-		if inTx != nil {
-			return inTx(tx, done)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("finish lead %s: %w", run.LeadID, err)
-	}
-	if done.Applied && final {
-		s.announce(run.LeadID)
-	}
-	return done, nil
 }

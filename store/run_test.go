@@ -1,16 +1,11 @@
 package store_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/lead"
@@ -18,22 +13,36 @@ import (
 	"github.com/leadintake/leadintake/store"
 )
 
+// finishOf is the finish of l, read by the run that finishes it, as to with
+// a response and the lead's state st.
+func finishOf(l *store.Lead, to lead.KeyState, resp response.Final, code response.Code, st lead.State) *store.Finish {
+	run := l.Run
+	return &store.Finish{
+		LeadID: l.ID, ClientID: l.ClientID, Key: l.Key, From: l.KeyState.State, Run: &run,
+		To: to, Response: resp, FailureCode: code, Retention: time.Hour,
+		Result: &store.Result{State: st, Score: 40, Tier: lead.TierCold},
+	}
+}
+
 // completed is the finish of l as a completed lead.
 func completed(l *store.Lead) *store.Finish {
 	s := l.State
 	s.Enrichment, s.CRM, s.CRMID, s.Notification = lead.EnrichmentNoData, lead.CRMAccepted, "crm_1", lead.NotificationSent
-	return &store.Finish{
-		KeyState: store.KeyCompleted, State: s, Score: 40, Tier: lead.TierCold, Retention: time.Hour,
-		Response: response.NewCompleted(&response.Completed{LeadID: l.ID.String(), CRMID: "crm_1", Score: 40, Tier: "cold", Notified: true}),
-	}
+	return finishOf(l, lead.KeyCompleted,
+		response.NewCompleted(&response.Completed{LeadID: l.ID.String(), CRMID: "crm_1", Score: 40, Tier: "cold", Notified: true}), "", s)
+}
+
+// toReconciliation is the finish of l that leaves its key awaiting
+// reconciliation with the lead's state st.
+func toReconciliation(l *store.Lead, st lead.State) *store.Finish {
+	return finishOf(l, lead.KeyNeedsReconciliation, response.Final{}, "", st)
 }
 
 // claimed claims a new key on s and returns its lead, read without a run.
 func claimed(t *testing.T, s *store.Store) *store.Lead {
 	t.Helper()
-	var jobs atomic.Int64
-	res := claim(t, s, claimParams(t, validBody, &jobs))
-	l, err := s.LoadLead(t.Context(), res.LeadID)
+	res := claim(t, s, claimParams(t, validBody))
+	l, err := s.Lead(t.Context(), res.LeadID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +54,8 @@ func TestRuns(t *testing.T) {
 
 	t.Run("SaveRecordsTheState", func(t *testing.T) {
 		t.Parallel()
-		s := store.New(dbtest.Tx(t))
-		l, err := s.StartRun(t.Context(), claimed(t, s).ID)
+		s, _ := newStore(t, dbtest.Tx(t))
+		l, err := s.Lead(t.Context(), claimed(t, s).ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +63,7 @@ func TestRuns(t *testing.T) {
 		if err := s.Save(t.Context(), &l.Run, want, json.RawMessage(`{"industry":"retail"}`), true); err != nil {
 			t.Fatal(err)
 		}
-		got, err := s.LoadLead(t.Context(), l.ID)
+		got, err := s.Lead(t.Context(), l.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,14 +74,14 @@ func TestRuns(t *testing.T) {
 
 	t.Run("OneOfTwoRunsActs", func(t *testing.T) {
 		t.Parallel()
-		s := store.New(dbtest.Tx(t))
+		s, _ := newStore(t, dbtest.Tx(t))
 		id := claimed(t, s).ID
 		// Two runs read the lead; the one that saves first takes it.
-		first, err := s.StartRun(t.Context(), id)
+		first, err := s.Lead(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		second, err := s.StartRun(t.Context(), id)
+		second, err := s.Lead(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,13 +91,13 @@ func TestRuns(t *testing.T) {
 		if err := s.Save(t.Context(), &first.Run, lead.State{CRM: lead.CRMAccepted}, nil, false); !errors.Is(err, store.ErrRunTaken) {
 			t.Fatalf("save of the run that came second: %v, want ErrRunTaken", err)
 		}
-		if done, err := s.Finish(t.Context(), first.Run, completed(first), nil); err != nil || done.Applied {
+		if done, err := s.Finish(t.Context(), completed(first)); err != nil || done.Applied {
 			t.Fatalf("finish of the run that came second: %+v, %v; want nothing done", done, err)
 		}
 
 		// A run that starts later takes the lead from the one that holds
 		// it, with its first save.
-		third, err := s.StartRun(t.Context(), id)
+		third, err := s.Lead(t.Context(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,102 +107,97 @@ func TestRuns(t *testing.T) {
 		if err := s.Save(t.Context(), &second.Run, lead.State{CRM: lead.CRMAccepted}, nil, false); !errors.Is(err, store.ErrRunTaken) {
 			t.Fatalf("save of the run that held the lead: %v, want ErrRunTaken", err)
 		}
-		if done, err := s.Finish(t.Context(), third.Run, completed(third), nil); err != nil || !done.Applied {
+		if done, err := s.Finish(t.Context(), completed(third)); err != nil || !done.Applied {
 			t.Fatalf("finish of the run that holds the lead: %+v, %v", done, err)
 		}
 	})
 
 	t.Run("FinishIsOnce", func(t *testing.T) {
 		t.Parallel()
-		s := store.New(dbtest.Tx(t))
-		l, err := s.StartRun(t.Context(), claimed(t, s).ID)
+		s, jobs := newStore(t, dbtest.Tx(t), "a")
+		l, err := s.Lead(t.Context(), claimed(t, s).ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ran := 0
-		inTx := func(pgx.Tx, *store.Finished) error { ran++; return nil }
-		if done, err := s.Finish(t.Context(), l.Run, completed(l), inTx); err != nil || !done.Applied {
+		if done, err := s.Finish(t.Context(), completed(l)); err != nil || !done.Applied {
 			t.Fatalf("finish: %+v, %v", done, err)
 		}
-		failed := &store.Finish{
-			KeyState: store.KeyFailed, FailureCode: response.CodeDownstreamUnavailable, Retention: time.Hour,
-			Response: response.NewFailed(l.ID.String(), response.CodeDownstreamUnavailable, "x"), State: l.State,
-		}
-		if done, err := s.Finish(t.Context(), l.Run, failed, inTx); err != nil || done.Applied {
+		failed := finishOf(l, lead.KeyFailed, response.NewFailed(l.ID.String(), response.CodeDownstreamUnavailable, "x"),
+			response.CodeDownstreamUnavailable, l.State)
+		if done, err := s.Finish(t.Context(), failed); err != nil || done.Applied {
 			t.Fatalf("second finish: %+v, %v; want nothing done", done, err)
 		}
-		if ran != 2 {
-			t.Fatalf("inTx ran %d times, want 2: it runs whether or not there was anything to finish", ran)
+		if n := jobs.callbackCount(); n != 1 {
+			t.Fatalf("%d callbacks enqueued, want 1: one per finish that happened", n)
 		}
 		op, err := s.Operation(t.Context(), "a", l.Key)
-		if err != nil || op.State != store.KeyCompleted || op.Response.Status != http.StatusCreated || op.ExpiresAt == nil {
+		if err != nil || op.State != lead.KeyCompleted || op.Response.Status != http.StatusCreated || op.ExpiresAt == nil {
 			t.Fatalf("operation: %+v, %v", op, err)
 		}
 	})
 
-	t.Run("FailingInTxRollsTheFinishBack", func(t *testing.T) {
+	t.Run("FailingCallbackRollsTheFinishBack", func(t *testing.T) {
 		t.Parallel()
-		s := store.New(dbtest.Tx(t))
-		l, err := s.StartRun(t.Context(), claimed(t, s).ID)
+		s, jobs := newStore(t, dbtest.Tx(t), "a")
+		l, err := s.Lead(t.Context(), claimed(t, s).ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		errJob := errors.New("job completion failed")
-		if _, err := s.Finish(t.Context(), l.Run, completed(l), func(pgx.Tx, *store.Finished) error { return errJob }); !errors.Is(err, errJob) {
-			t.Fatalf("finish: %v, want the completion's error", err)
+		jobs.failCallbacks.Store(true)
+		if _, err := s.Finish(t.Context(), completed(l)); !errors.Is(err, errQueue) {
+			t.Fatalf("finish: %v, want the callback's enqueue error", err)
 		}
-		if op, _ := s.Operation(t.Context(), "a", l.Key); op.State != store.KeyProcessing {
+		if op, _ := s.Operation(t.Context(), "a", l.Key); op.State != lead.KeyProcessing {
 			t.Fatalf("key %s after a rolled-back finish", op.State)
 		}
 	})
 
 	t.Run("ReconciliationAndResume", func(t *testing.T) {
 		t.Parallel()
-		s := store.New(dbtest.Tx(t))
-		l, err := s.StartRun(t.Context(), claimed(t, s).ID)
+		s, jobs := newStore(t, dbtest.Tx(t))
+		l, err := s.Lead(t.Context(), claimed(t, s).ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		st := lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMUncertain}
-		if done, err := s.Finish(t.Context(), l.Run, &store.Finish{KeyState: store.KeyNeedsReconciliation, State: st}, nil); err != nil || !done.Applied {
+		if done, err := s.Finish(t.Context(), toReconciliation(l, st)); err != nil || !done.Applied {
 			t.Fatalf("to reconciliation: %+v, %v", done, err)
 		}
 		refs, err := s.AwaitingReconciliation(t.Context(), 10)
 		if err != nil || len(refs) != 1 || refs[0].LeadID != l.ID {
 			t.Fatalf("awaiting reconciliation: %+v, %v", refs, err)
 		}
-		var jobID int64 = 4242
-		enqueue := func(context.Context, pgx.Tx, uuid.UUID) (int64, error) { return jobID, nil }
-		now, err := s.LoadLead(t.Context(), l.ID)
+		now, err := s.Lead(t.Context(), l.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		resumed, err := s.Resume(t.Context(), now.Run, lead.Settle(now.State, true, "crm_7"), enqueue)
+		resumed, err := s.Resume(t.Context(), now, lead.Settle(now.State, true, "crm_7"))
 		if err != nil || !resumed {
 			t.Fatalf("resume: %t, %v", resumed, err)
 		}
-		if again, err := s.Resume(t.Context(), now.Run, lead.Settle(now.State, false, ""), enqueue); err != nil || again {
+		jobID := jobs.ids.Load()
+		if again, err := s.Resume(t.Context(), now, lead.Settle(now.State, false, "")); err != nil || again {
 			t.Fatalf("second resume: %t, %v; want nothing done", again, err)
 		}
-		after, err := s.LoadLead(t.Context(), l.ID)
+		after, err := s.Lead(t.Context(), l.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after.KeyState != store.KeyProcessing || after.State.CRM != lead.CRMAccepted || after.State.CRMID != "crm_7" || *after.JobID != jobID {
+		if after.KeyState.State != lead.KeyProcessing || after.State.CRM != lead.CRMAccepted || after.State.CRMID != "crm_7" || *after.JobID != jobID {
 			t.Fatalf("after resume: %+v", after)
 		}
 	})
 
 	t.Run("FailedLookUpsGoToTheBack", func(t *testing.T) {
 		t.Parallel()
-		s := store.New(dbtest.Tx(t))
+		s, _ := newStore(t, dbtest.Tx(t))
 		var refs []store.KeyRef
 		for range 3 {
-			l, err := s.StartRun(t.Context(), claimed(t, s).ID)
+			l, err := s.Lead(t.Context(), claimed(t, s).ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.Finish(t.Context(), l.Run, &store.Finish{KeyState: store.KeyNeedsReconciliation, State: l.State}, nil); err != nil {
+			if _, err := s.Finish(t.Context(), toReconciliation(l, l.State)); err != nil {
 				t.Fatal(err)
 			}
 			refs = append(refs, store.KeyRef{ClientID: "a", Key: l.Key, LeadID: l.ID})

@@ -23,23 +23,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// KeyState is a key's state, as stored in idempotency_keys.state.
-type KeyState string
-
-// Key states.
-const (
-	KeyProcessing          KeyState = "processing"
-	KeyCompleted           KeyState = "completed"
-	KeyFailed              KeyState = "failed"
-	KeyNeedsReconciliation KeyState = "needs_reconciliation"
-)
-
-// KeyStates lists every key state, unfinished first.
-var KeyStates = []KeyState{KeyProcessing, KeyNeedsReconciliation, KeyCompleted, KeyFailed}
-
-// Finished reports whether the key holds a final response.
-func (s KeyState) Finished() bool { return s == KeyCompleted || s == KeyFailed }
-
 // Errors of the store. Other errors are the database's; see IsUnavailable.
 var (
 	// ErrNotFound: no such key for the client (or its retention passed), or
@@ -76,7 +59,35 @@ type Store struct {
 	// announcer sends the announcements of finished keys (announce); nil
 	// on a transaction.
 	announcer *batcher[uuid.UUID]
+	// jobs inserts the jobs the store's transactions start (UseJobs).
+	jobs Jobs
 }
+
+// Jobs is the work the store's transactions start, inserted in the same
+// transaction so that it exists exactly when the transaction commits: the
+// job of a claimed (or re-opened, or resumed) lead, the delivery of a finish
+// to the client's callback, the wake-up of an amendment that waits for the
+// key it supersedes. jobs.Queue is River's.
+type Jobs interface {
+	// ProcessLeads inserts, in tx, the job of each lead, and returns the
+	// jobs' ids in the order of leads.
+	ProcessLeads(ctx context.Context, tx pgx.Tx, leads []uuid.UUID) ([]int64, error)
+	// Callback reports whether the client's finishes are announced to a
+	// callback of its own.
+	Callback(clientID string) bool
+	// DeliverCallbacks inserts, in tx, the delivery job of each callback.
+	DeliverCallbacks(ctx context.Context, tx pgx.Tx, callbacks []uuid.UUID) error
+	// Wake makes jobs that wait available at once, in tx.
+	Wake(ctx context.Context, tx pgx.Tx, jobs []int64) error
+}
+
+// UseJobs sets the store's Jobs. It is set once, before the store is used
+// for anything that starts work (a claim, a finish, a resume).
+func (s *Store) UseJobs(j Jobs) { s.jobs = j }
+
+// errNoJobs is the error of a transaction that would start work on a store
+// without Jobs.
+var errNoJobs = errors.New("store: no Jobs to start work with (UseJobs)")
 
 // New returns a Store on db.
 func New(db DB) *Store {
@@ -88,45 +99,10 @@ func New(db DB) *Store {
 	return s
 }
 
-// inDurableTx runs, in a transaction that is on disk before its commit
-// returns whatever the session's synchronous_commit (the worker's is off),
-// stmt with args (one row) and then fn with that row, and commits when fn
-// returns nil. The setting travels with stmt in one round trip.
-func (s *Store) inDurableTx(ctx context.Context, stmt string, args []any, fn func(pgx.Tx, pgx.Row) error) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		b.Queue(durably)
-		b.Queue(stmt, args...)
-		br := tx.SendBatch(ctx, b)
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return err
-		}
-		err := fn(tx, &closingRow{row: br.QueryRow(), results: br})
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	})
-}
-
-// durably makes the transaction it runs in durable (see inDurableTx).
+// durably makes the transaction it runs in durable: on disk before its
+// commit returns, whatever the session's synchronous_commit (the worker's is
+// off).
 const durably = "set local synchronous_commit to on"
-
-// closingRow is the row of a batch's last statement: scanning it closes the
-// batch's results, so that the transaction can go on.
-type closingRow struct {
-	row     pgx.Row
-	results pgx.BatchResults
-}
-
-func (r *closingRow) Scan(dest ...any) error {
-	err := r.row.Scan(dest...)
-	if cerr := r.results.Close(); cerr != nil && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
-		err = cerr
-	}
-	return err
-}
 
 // inTx runs fn in a transaction on the store's database, and commits it
 // when fn returns nil.

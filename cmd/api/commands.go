@@ -17,6 +17,8 @@ import (
 
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/internal/service"
+	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/operator"
 	"github.com/leadintake/leadintake/store"
 )
@@ -57,8 +59,10 @@ func operatorFor(ctx context.Context, lookup service.LookupEnv) (op *operator.Op
 		pool.Close()
 		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
+	st := store.New(pool)
+	st.UseJobs(jobs.NewQueue(client, holder))
 	return &operator.Operator{
-		Store: store.New(pool), River: client, HashKey: hashKey, Callers: holder, KeyRetention: cfg.KeyRetention,
+		Store: st, River: client, HashKey: hashKey, Callers: holder, KeyRetention: cfg.KeyRetention,
 	}, pool.Close, nil
 }
 
@@ -175,7 +179,7 @@ func runKeys(ctx context.Context, args []string, lookup service.LookupEnv, stdou
 		}
 		defer closeOp()
 		keys, err := op.Store.ListKeys(ctx, store.KeyFilter{
-			ClientID: *clientID, State: store.KeyState(*state), OlderThan: *olderThan, Limit: *limit,
+			ClientID: *clientID, State: lead.KeyState(*state), OlderThan: *olderThan, Limit: *limit,
 		})
 		if err != nil {
 			return err
@@ -241,15 +245,15 @@ func notFoundAsError(err error) error {
 }
 
 func stateNames() string {
-	names := make([]string, len(store.KeyStates))
-	for i, st := range store.KeyStates {
+	names := make([]string, len(lead.KeyStates))
+	for i, st := range lead.KeyStates {
 		names[i] = string(st)
 	}
 	return strings.Join(names, ", ")
 }
 
 func validState(s string) bool {
-	for _, st := range store.KeyStates {
+	for _, st := range lead.KeyStates {
 		if string(st) == s {
 			return true
 		}

@@ -202,9 +202,10 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	}
 
 	st := store.New(p.Pool)
+	st.UseJobs(jobs.NewQueue(riverClient, clients))
 	// Concurrent claims of new keys commit together, with their jobs
 	// inserted by one InsertManyTx.
-	if err := st.GroupClaims(store.GroupOpts{EnqueueMany: jobs.ManyEnqueuer(riverClient)}); err != nil {
+	if err := st.GroupClaims(store.GroupOpts{}); err != nil {
 		return p.Abort(err)
 	}
 	hashKey, _ := cfg.Retention.validate() // checked at start
@@ -224,7 +225,6 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	})
 	api := intake.NewHandler(&intake.HandlerOpts{
 		Store:           st,
-		Enqueue:         jobs.Enqueuer(riverClient),
 		Callers:         clients,
 		PublicRateLimit: lim.rate,
 		TrustedProxies:  lim.trusted,

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
-	"github.com/leadintake/leadintake/store"
 )
 
 // checker drains a phase and checks its invariants.
@@ -35,7 +35,7 @@ type checker struct {
 
 // keyRow is a key as the database holds it.
 type keyRow struct {
-	state       store.KeyState
+	state       lead.KeyState
 	leadID      string
 	status      int
 	body        []byte
@@ -110,7 +110,7 @@ func (c *checker) check(ctx context.Context) {
 		if !sub.accepted || row == nil {
 			continue
 		}
-		if row.state == store.KeyFailed && row.failureCode == response.CodeDownstreamUnavailable {
+		if row.state == lead.KeyFailed && row.failureCode == response.CodeDownstreamUnavailable {
 			a := c.postFinal(ctx, sub)
 			if a.status != http.StatusAccepted || a.replayed != "false" || a.leadID != row.leadID {
 				p.violate(invReplay, "%s: the retry of a downstream_unavailable key got %d replayed=%q %s", sub.id(), a.status, a.replayed, a.body)
@@ -170,20 +170,20 @@ func (c *checker) checkSubmission(ctx context.Context, sub *submission) {
 	case row == nil:
 		p.violate(invLost, "%s: accepted, and its key is not in the database", sub.id())
 		return
-	case row.state == store.KeyProcessing:
+	case row.state == lead.KeyProcessing:
 		p.violate(invFinal, "%s: still processing after the drain", sub.id())
-	case row.state == store.KeyNeedsReconciliation:
+	case row.state == lead.KeyNeedsReconciliation:
 		c.unsettled++
 	}
 
 	// The replay, and the operation, after the drain.
 	final := c.postFinal(ctx, sub)
 	switch row.state {
-	case store.KeyCompleted, store.KeyFailed:
+	case lead.KeyCompleted, lead.KeyFailed:
 		if final.status != row.status || !bytes.Equal(final.body, row.body) || final.replayed != "true" {
 			p.violate(invReplay, "%s: replay %d replayed=%q %s; stored %d %s", sub.id(), final.status, final.replayed, final.body, row.status, row.body)
 		}
-	case store.KeyNeedsReconciliation:
+	case lead.KeyNeedsReconciliation:
 		if final.status != http.StatusAccepted || final.replayed != "true" || !bytes.Contains(final.body, []byte(`"status":"needs_reconciliation"`)) {
 			p.violate(invReplay, "%s: replay of a key awaiting reconciliation: %d %s", sub.id(), final.status, final.body)
 		}
@@ -202,7 +202,7 @@ func (c *checker) checkSubmission(ctx context.Context, sub *submission) {
 		p.violate(invLost, "%s: GET operation after the drain: %d %s %v", sub.id(), status, body, err)
 	case json.Unmarshal(body, &op) != nil:
 		p.violate(invWellFormed, "%s: GET operation: %s", sub.id(), body)
-	case row.state == store.KeyCompleted || row.state == store.KeyFailed:
+	case row.state == lead.KeyCompleted || row.state == lead.KeyFailed:
 		if op.Response == nil || op.Response.Status != final.status || !bytes.Equal(op.Response.Body, final.body) {
 			p.violate(invReplay, "%s: the replayed body %s differs from the operation's response %s", sub.id(), final.body, body)
 		}
@@ -335,7 +335,7 @@ func (c *checker) checkDownstream(subs []*submission) {
 
 	for _, sub := range subs {
 		row := c.rows[sub.id()]
-		if row == nil || row.state != store.KeyCompleted {
+		if row == nil || row.state != lead.KeyCompleted {
 			continue
 		}
 		ref := intake.ExternalRef(sub.client, sub.key)

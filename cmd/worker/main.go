@@ -219,6 +219,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 	if err != nil {
 		return p.Abort(fmt.Errorf("river client: %w", err))
 	}
+	jobsCfg.Store.UseJobs(jobs.NewQueue(riverClient, clients))
 	metrics.CountJobEvents(riverClient)
 	p.Registry.MustRegister(jobs.NewQueuesCollector(riverClient, river.QueueDefault, jobs.QueueMaintenance, jobs.QueueCallbacks))
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/testkit"
 )
 
 func TestScriptedFaults(t *testing.T) {
@@ -109,7 +110,7 @@ func TestScriptedFaults(t *testing.T) {
 			_, err := b.notify("ref-a") // the client's time-out is far away
 			errc <- err
 		}()
-		waitFor(t, "the notification to arrive", func() bool { return b.fake.Requests(fake.Notify) == 1 })
+		testkit.Eventually(t, "the notification to arrive", func() bool { return b.fake.Requests(fake.Notify) == 1 })
 		b.fake.Close()
 		if err := <-errc; err == nil {
 			t.Fatal("a hung request got an answer when the fake closed; want a broken connection")
@@ -321,7 +322,7 @@ func TestServedByNetHTTP(t *testing.T) {
 		_, err := b.upsert("ref-a")
 		hung <- err
 	}()
-	waitFor(t, "the hung request", func() bool { return s.Requests(fake.CRMUpsert) == 2 })
+	testkit.Eventually(t, "the hung request", func() bool { return s.Requests(fake.CRMUpsert) == 2 })
 	if err := srv.Shutdown(t.Context()); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}

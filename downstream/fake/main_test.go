@@ -139,16 +139,3 @@ func (b *bundle) notify(ref string) (response, error) {
 		"score": 85, "tier": "hot", "email": "ada@example.com", "name": "Ada", "company": "Analytical Engines",
 	}, "Idempotency-Key", ref+":notify")
 }
-
-// waitFor polls cond until it holds, failing the test after a generous
-// deadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}

@@ -38,15 +38,30 @@ func (b *LockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// Eventually polls cond every 20 ms until it holds, failing the test after
-// Patience.
+// Eventually polls cond until it holds, failing the test after Patience.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(Patience)
+	EventuallyWithin(t, Patience, what, cond)
+}
+
+// EventuallyWithin polls cond until it holds, failing the test after d.
+func EventuallyWithin(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !Within(d, cond) {
+		t.Fatalf("%s: not within %s", what, d)
+	}
+}
+
+// Within polls cond every 20 ms until it holds or d passes, and reports
+// whether it held. It is the one poll of the tests: Eventually and
+// EventuallyWithin fail the test when it did not.
+func Within(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, Patience)
+			return false
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return true
 }
