@@ -10,17 +10,6 @@ import (
 	"github.com/leadintake/leadintake/response"
 )
 
-// Values kept on the echo.Context by authentication.
-const (
-	// ctxPublishable holds the publishable key of a browser's request.
-	ctxPublishable = "leadintake.publishable"
-)
-
-// publicPaths are the routes that ignore Authorization altogether.
-var publicPaths = map[string]bool{
-	"/healthz": true, "/readyz": true, "/openapi.json": true, "/v1/sdk/leadintake.js": true,
-}
-
 // Browser CORS: what a page may send and read.
 const (
 	corsAllowMethods  = "GET, POST"
@@ -28,14 +17,6 @@ const (
 	corsExposeHeaders = "Idempotency-Key, Idempotent-Replayed, Location, Retry-After, X-Request-Id, Preference-Applied"
 	corsMaxAge        = "600"
 )
-
-// browserRoute reports whether the request is one a publishable key may
-// make: POST /v1/leads or GET /v1/operations/{key}. route is Echo's
-// pattern of the request.
-func browserRoute(method, route string) bool {
-	return method == http.MethodPost && route == "/v1/leads" ||
-		method == http.MethodGet && route == "/v1/operations/:key"
-}
 
 // bearer returns the bearer credential of the request, "" when there is
 // none.
@@ -61,7 +42,7 @@ func browsers(holder *callers.Holder) echo.MiddlewareFunc {
 			set := holder.Set()
 			route := c.Path()
 			if req.Method == http.MethodOptions {
-				if (route == "/v1/leads" || route == "/v1/operations/:key") && origin != "" && set.OriginAllowed(origin) {
+				if browserPath(route) && origin != "" && set.OriginAllowed(origin) {
 					h := c.Response().Header()
 					h.Set(echo.HeaderAccessControlAllowOrigin, origin)
 					h.Add(echo.HeaderVary, echo.HeaderOrigin)
@@ -92,8 +73,8 @@ func browsers(holder *callers.Holder) echo.MiddlewareFunc {
 				return response.Errorf(response.CodeOriginNotAllowed, "this publishable key does not allow the request's Origin")
 			}
 			setCORS(c, origin)
-			c.Set(ctxClientID, clientID)
-			c.Set(ctxPublishable, token)
+			requestOf(c).clientID = clientID
+			requestOf(c).publishableKey = token
 			return next(c)
 		}
 	}
@@ -110,8 +91,7 @@ func setCORS(c echo.Context, origin string) {
 // publishableKeyOf returns the publishable key of a browser's request, ""
 // for a request with a bearer token.
 func publishableKeyOf(c echo.Context) string {
-	pk, _ := c.Get(ctxPublishable).(string)
-	return pk
+	return requestOf(c).publishableKey
 }
 
 // authenticate accepts a request authenticated by a publishable key (see
@@ -129,9 +109,9 @@ func authenticate(holder *callers.Holder) echo.MiddlewareFunc {
 				if !ok {
 					return response.Errorf(response.CodeUnauthorized, "the bearer token is not valid")
 				}
-				c.Set(ctxClientID, clientID)
+				requestOf(c).clientID = clientID
 			}
-			clientID := c.Get(ctxClientID).(string)
+			clientID := requestOf(c).clientID
 			if ids := c.Request().Header.Values("X-Client-Id"); len(ids) > 0 && (len(ids) > 1 || ids[0] != clientID) {
 				return response.Errorf(response.CodeClientMismatch, "X-Client-Id does not match the authenticated client")
 			}

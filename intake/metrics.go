@@ -3,6 +3,7 @@ package intake
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -46,7 +47,7 @@ func (m *Metrics) observeRequest(method, route string, status int, outcome strin
 		return
 	}
 	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Observe(elapsed.Seconds())
-	if route == "/v1/leads" && method == "POST" && outcome != "" {
+	if route == routeLeads && method == http.MethodPost && outcome != "" {
 		m.submissions.WithLabelValues(outcome).Inc()
 	}
 }

@@ -171,9 +171,6 @@ func (w *Waiters) remove(lead uuid.UUID, ch chan struct{}) {
 	}
 }
 
-// ctxWait keeps on the echo.Context how long the request asked to wait.
-const ctxWait = "leadintake.wait"
-
 // preferWait reads RFC 7240's wait preference from the Prefer headers:
 // whole seconds, ok false when there is none (a malformed one is ignored,
 // as the RFC asks).
@@ -204,7 +201,7 @@ func applyWait(maxWait time.Duration) echo.MiddlewareFunc {
 			if n, ok := preferWait(c.Request().Header.Values("Prefer")); ok {
 				used := min(time.Duration(n)*time.Second, maxWait)
 				c.Response().Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(used/time.Second)))
-				c.Set(ctxWait, used)
+				requestOf(c).wait = used
 			}
 			return next(c)
 		}
@@ -213,6 +210,5 @@ func applyWait(maxWait time.Duration) echo.MiddlewareFunc {
 
 // waitOf is how long the request asked to wait; 0 for not at all.
 func waitOf(c echo.Context) time.Duration {
-	d, _ := c.Get(ctxWait).(time.Duration)
-	return d
+	return requestOf(c).wait
 }

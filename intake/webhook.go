@@ -41,8 +41,8 @@ func handleWebhookLead(sub *submitter, holder *callers.Holder) echo.HandlerFunc 
 			err.Message = "the webhook-id is the Idempotency-Key: " + err.Message
 			return err
 		}
-		c.Set(ctxClientID, clientID)
-		c.Set(ctxRef, ExternalRef(clientID, key))
+		requestOf(c).clientID = clientID
+		requestOf(c).ref = ExternalRef(clientID, key)
 		if err := requireJSON(req); err != nil {
 			return err
 		}
