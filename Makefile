@@ -47,7 +47,8 @@ soak: ## a chaos soak of the whole system (about 2 minutes; SOAK_FLAGS=-duration
 vuln: ## govulncheck
 	./scripts/govulncheck.sh
 
-lint: ## go vet, staticcheck and gofmt
+lint: ## go vet, staticcheck, gofmt, import groups, and no large binary file in the repository
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	@gofmt="$$($(GO) env GOROOT)/bin/gofmt"; test -z "$$($$gofmt -l .)" || { $$gofmt -l .; exit 1; }
+	./scripts/large-binaries.sh
