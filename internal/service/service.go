@@ -26,8 +26,9 @@ import (
 )
 
 // RunFunc is a binary's whole program: its arguments (the program's name
-// first), its environment, and where it writes.
-type RunFunc func(ctx context.Context, args []string, lookup LookupEnv, stdout, stderr io.Writer) error
+// first) and where it writes. It reads its configuration from the
+// process's environment (Config).
+type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // Main runs run for the process. When it fails, Main exits with one line
 // "name: error" on stderr: with status 2 for a *UsageError (and its usage
@@ -35,7 +36,7 @@ type RunFunc func(ctx context.Context, args []string, lookup LookupEnv, stdout, 
 // context.
 func Main(name string, run RunFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.LookupEnv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
 	if err == nil {
 		return
@@ -71,12 +72,12 @@ func IsHelp(arg string) bool {
 
 // Common is the environment every serving process reads.
 type Common struct {
-	DatabaseURL     string        `env:"DATABASE_URL,required" desc:"PostgreSQL URL (pool_max_conns, connect_timeout... may be set in it)"`
-	AdminUser       string        `env:"ADMIN_USER" desc:"HTTP basic auth user of the admin listener"`
-	AdminPassword   string        `env:"ADMIN_PASSWORD" desc:"HTTP basic auth password of the admin listener"`
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" desc:"graceful-stop budget"`
-	LogFormat       string        `env:"LOG_FORMAT" envDefault:"json" desc:"json or text"`
-	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
+	DatabaseURL     string        `envconfig:"DATABASE_URL" required:"true" desc:"PostgreSQL URL (pool_max_conns, connect_timeout... may be set in it)"`
+	AdminUser       string        `envconfig:"ADMIN_USER" desc:"HTTP basic auth user of the admin listener"`
+	AdminPassword   string        `envconfig:"ADMIN_PASSWORD" desc:"HTTP basic auth password of the admin listener"`
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"graceful-stop budget"`
+	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
+	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 }
 
 // Validate checks what Common holds beyond its types.
