@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -167,9 +166,7 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	if err != nil {
 		return err
 	}
-	if cfg.ClientsFile != "" {
-		p.OnSignal(syscall.SIGHUP, func() { reloadClients(p.Logger, source, clients) })
-	}
+	p.WatchClients(source, clients)
 	// An insert-only River client: no queues, never started. Its
 	// FetchCooldown bounds how often an insert also notifies the workers
 	// (River's default, 100 ms, would leave most jobs of a steady trickle
@@ -254,16 +251,6 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	err = p.Wait()
 	p.Logger.Info("api stopped")
 	return err
-}
-
-// reloadClients reads the clients file again (on SIGHUP); a bad file is
-// refused, and the clients in force stay.
-func reloadClients(logger *slog.Logger, source callers.Source, clients *callers.Holder) {
-	if err := source.Reload(clients); err != nil {
-		logger.Error("clients file refused; the clients in force stay", slog.String("error", err.Error()))
-		return
-	}
-	logger.Info("clients file read again", slog.Int("clients", clients.Set().Len()))
 }
 
 // nonEmpty drops empty entries, so that ALLOWED_SOURCES="" allows any source.

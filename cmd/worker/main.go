@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"syscall"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -149,15 +148,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 	if err != nil {
 		return err
 	}
-	if cfg.ClientsFile != "" {
-		p.OnSignal(syscall.SIGHUP, func() {
-			if err := source.Reload(clients); err != nil {
-				p.Logger.Error("clients file refused; the clients in force stay", slog.String("error", err.Error()))
-				return
-			}
-			p.Logger.Info("clients file read again", slog.Int("clients", clients.Set().Len()))
-		})
-	}
+	p.WatchClients(source, clients)
 	dmetrics := downstream.NewMetrics(p.Registry)
 	var ds jobs.Downstream = downstream.Simulator{}
 	if cfg.SimulateDownstream {

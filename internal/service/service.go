@@ -33,9 +33,14 @@ type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // Main runs run for the process. When it fails, Main exits with one line
 // "name: error" on stderr: with status 2 for a *UsageError (and its usage
 // after the line), 1 for any other error. SIGINT and SIGTERM cancel run's
-// context.
+// context. SIGHUP never ends the process: from Main's first line on, it is
+// logged and ignored, unless the process reads it as "read the clients file
+// again" (OnHangup).
 func Main(name string, run RunFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Never stopped: a SIGHUP while the process exits must not change its
+	// exit status.
+	ctx, _ := catchHangups(context.Background(), os.Stderr)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
 	if err == nil {
@@ -178,10 +183,11 @@ type Process struct {
 	Pool     *pgxpool.Pool
 	Registry *prometheus.Registry
 
-	common *Common
-	group  *errgroup.Group
-	ctx    context.Context
-	cancel context.CancelFunc
+	common  *Common
+	hangups *hangups // nil when SIGHUP is not caught (run in-process)
+	group   *errgroup.Group
+	ctx     context.Context
+	cancel  context.CancelFunc
 }
 
 // Start opens what a process needs: the logger (on stdout), the pool and a
@@ -198,9 +204,13 @@ func Start(ctx context.Context, c *Common, stdout io.Writer, pool PoolOpts) (*Pr
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	hangups := hangupsOf(ctx)
+	if hangups != nil {
+		hangups.started(logger)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	group, gctx := errgroup.WithContext(ctx)
-	return &Process{Logger: logger, Pool: p, Registry: registry, common: c, group: group, ctx: gctx, cancel: cancel}, nil
+	return &Process{Logger: logger, Pool: p, Registry: registry, common: c, hangups: hangups, group: group, ctx: gctx, cancel: cancel}, nil
 }
 
 // Context is done when the process is told to stop, or when any of its work
@@ -224,18 +234,26 @@ func (p *Process) Listen(variable, addr string, srv *http.Server) (net.Addr, err
 	return ln.Addr(), nil
 }
 
-// OnSignal runs fn each time the process receives sig (SIGHUP, to read a
-// file again), until the process stops.
-func (p *Process) OnSignal(sig os.Signal, fn func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, sig)
+// OnHangup runs fn, as part of the process's work, each time the process
+// receives SIGHUP (to read the clients file again), and once at once when
+// one came while the process started; SIGHUPs that come while fn runs are
+// answered by one more run. It does nothing in a process that does not
+// catch SIGHUP (run called in-process, not through Main).
+func (p *Process) OnHangup(fn func()) {
+	if p.hangups == nil {
+		return
+	}
+	reload := make(chan struct{}, 1)
+	if p.hangups.handle(reload) {
+		reload <- struct{}{}
+	}
 	p.Go(func(ctx context.Context) error {
-		defer signal.Stop(ch)
+		defer p.hangups.stopping()
 		for {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-ch:
+			case <-reload:
 				fn()
 			}
 		}
@@ -245,6 +263,9 @@ func (p *Process) OnSignal(sig os.Signal, fn func()) {
 // Wait waits for the process's work to end, and closes the pool.
 func (p *Process) Wait() error {
 	err := p.group.Wait()
+	if p.hangups != nil {
+		p.hangups.stopping()
+	}
 	p.cancel()
 	p.Pool.Close()
 	return err
