@@ -130,6 +130,10 @@ func runErase(ctx context.Context, args []string, stdout io.Writer) error {
 	if errors.Is(err, operator.ErrBadEmail) {
 		return &service.UsageError{Msg: "--email: " + err.Error(), Usage: eraseUsage}
 	}
+	if errors.Is(err, operator.ErrUnknownClient) {
+		// The id is not repeated: the operator has it in front of them.
+		return errors.New("--client: no such client in API_CLIENTS or CLIENTS_FILE; nothing was erased")
+	}
 	if err != nil {
 		return err
 	}

@@ -242,7 +242,7 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	if err != nil {
 		return p.Abort(err)
 	}
-	adminAddr, err := p.Listen("ADMIN_ADDR", cfg.AdminAddr, service.NewServer(adminHandler, service.ServerOpts{Logger: p.Logger}))
+	adminAddr, err := p.Listen("ADMIN_ADDR", cfg.AdminAddr, admin.NewServer(adminHandler, p.Logger))
 	if err != nil {
 		return p.Abort(err)
 	}

@@ -216,7 +216,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 	if err != nil {
 		return p.Abort(err)
 	}
-	adminAddr, err := p.Listen("ADMIN_ADDR", cfg.AdminAddr, service.NewServer(adminHandler, service.ServerOpts{Logger: p.Logger}))
+	adminAddr, err := p.Listen("ADMIN_ADDR", cfg.AdminAddr, admin.NewServer(adminHandler, p.Logger))
 	if err != nil {
 		return p.Abort(err)
 	}
