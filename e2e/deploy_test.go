@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"github.com/leadintake/leadintake/callers"
 	"net"
 	"net/url"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/leadintake/leadintake/callers"
 )
 
 // There is no container engine where the tests run: these tests read the

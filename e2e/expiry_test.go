@@ -2,12 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/store"
 )
 
 // A finished key expires after KEY_RETENTION: the clean-up deletes it, the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/store"
 )
 
 func TestHappyPathReplaysFinalResponse(t *testing.T) {

@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leadintake/leadintake/internal/system"
+	"github.com/leadintake/leadintake/store"
 )
 
 // Personal data and secrets that the logs test submits; none may appear in

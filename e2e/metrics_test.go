@@ -1,10 +1,11 @@
 package e2e
 
 import (
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/store"
 )
 
 // Both /metrics answer in the Prometheus text format with leadintake's

@@ -18,8 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	api "github.com/leadintake/leadintake/response"
-	"github.com/leadintake/leadintake/store"
 	"io"
 	"net"
 	"net/http"
@@ -32,6 +30,8 @@ import (
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/faultproxy"
+	api "github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/store"
 )
 
 // relPatience bounds every wait for something that must happen; a test

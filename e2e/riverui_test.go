@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"github.com/leadintake/leadintake/internal/browsertest"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +14,9 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/leadintake/leadintake/internal/browsertest"
+	"github.com/leadintake/leadintake/store"
 )
 
 var operator = basicAuth{user: "operator", password: "e2e-admin-password-7Qx"}

@@ -1,13 +1,14 @@
 package e2e
 
 import (
-	"github.com/leadintake/leadintake/internal/apicheck"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leadintake/leadintake/internal/apicheck"
+	"github.com/leadintake/leadintake/store"
 )
 
 // Neither /metrics carries personal data, a key or a token in a label,

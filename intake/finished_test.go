@@ -5,11 +5,11 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/response"
 	"github.com/leadintake/leadintake/store"
 )

@@ -1,9 +1,10 @@
 package intake_test
 
 import (
-	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"testing"
+
+	"github.com/leadintake/leadintake/internal/testkit"
 )
 
 // FuzzSubmit sends fuzzed bodies through the whole submit path, the real

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 

@@ -2,13 +2,13 @@ package intake_test
 
 import (
 	"encoding/json"
-	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/response"
 )
 

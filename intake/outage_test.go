@@ -2,7 +2,6 @@ package intake_test
 
 import (
 	"context"
-	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"net/url"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/internal/faultproxy"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/response"
 	"github.com/leadintake/leadintake/store"
 )

@@ -4,13 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/leadintake/leadintake/internal/testkit"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
 )

@@ -2,9 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"testing"
 	"time"
@@ -12,6 +9,9 @@ import (
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 )
 
 // The CRM in create mode: a POST is not idempotent, so after any outcome

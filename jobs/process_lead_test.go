@@ -3,9 +3,6 @@ package jobs_test
 import (
 	"bytes"
 	"fmt"
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"reflect"
 	"strings"
@@ -16,7 +13,10 @@ import (
 
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 )
 
 func TestProcessLeadCompletes(t *testing.T) {

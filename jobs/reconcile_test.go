@@ -2,9 +2,6 @@ package jobs_test
 
 import (
 	"context"
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-	"github.com/leadintake/leadintake/store"
 	"net/http"
 	"testing"
 	"time"
@@ -14,7 +11,10 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 )
 
 // In create mode, a post that may have been applied and look-ups that fail
