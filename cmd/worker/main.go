@@ -47,7 +47,7 @@ type config struct {
 	RescueStuckAfter   time.Duration `envconfig:"RESCUE_STUCK_AFTER" default:"5m" desc:"a running job whose worker vanished is retried after this long (at least JOB_TIMEOUT + 10s)"`
 	CleanupInterval    time.Duration `envconfig:"CLEANUP_INTERVAL" default:"1h" desc:"how often expired keys are deleted"`
 	ReconcileInterval  time.Duration `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often needs_reconciliation keys are looked up again and orphaned keys finished"`
-	WorkerConcurrency  int           `envconfig:"WORKER_CONCURRENCY" default:"50" desc:"lead jobs worked at once by this process"`
+	WorkerConcurrency  int           `envconfig:"WORKER_CONCURRENCY" default:"100" desc:"lead jobs worked at once by this process"`
 	SimulateDownstream bool          `envconfig:"SIMULATE_DOWNSTREAM" default:"false" desc:"make no downstream calls; derive deterministic stand-in results (demos)"`
 	ClientsFile        string        `envconfig:"CLIENTS_FILE" desc:"path of the clients file: the worker reads the clients' callbacks from it; read again on SIGHUP"`
 	CallbackMaxAge     time.Duration `envconfig:"CALLBACK_MAX_AGE" default:"24h" desc:"how long a callback delivery is retried"`
