@@ -6,6 +6,9 @@ GO ?= go
 export GOTOOLCHAIN = go1.27.3
 TEST_TIMEOUT ?= 12m
 STATICCHECK_VERSION = v0.8.2
+# goimports rather than gci: gci v0.14.0 knows the standard library of Go
+# 1.25 and takes uuid (standard since Go 1.27) for a third-party package.
+GOIMPORTS_VERSION = v0.52.0
 
 .DEFAULT_GOAL := help
 .PHONY: help run test fuzz bench bench-scale bench-plot soak vuln lint build
@@ -48,7 +51,10 @@ soak: ## a chaos soak of the whole system (about 2 minutes; SOAK_FLAGS=-duration
 vuln: ## govulncheck
 	./scripts/govulncheck.sh
 
-lint: ## go vet, staticcheck and gofmt
+lint: ## go vet, staticcheck, gofmt, import groups, and no large binary file in the repository
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	@gofmt="$$($(GO) env GOROOT)/bin/gofmt"; test -z "$$($$gofmt -l .)" || { $$gofmt -l .; exit 1; }
+	@out="$$($(GO) run golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION) -l -local github.com/leadintake/leadintake .)"; \
+	  test -z "$$out" || { echo "imports not in three groups (standard library, third-party, github.com/leadintake/leadintake):"; echo "$$out"; exit 1; }
+	./scripts/large-binaries.sh

@@ -60,6 +60,8 @@ clients:
       secret: $DEMO_CALLBACK_SECRET
     webhook_secret: $DEMO_WEBHOOK_SECRET
 YAML
+# It holds secrets: the service's user's alone (the processes warn otherwise).
+chmod 600 .run/clients.yaml.tmp
 mv .run/clients.yaml.tmp .run/clients.yaml
 LOG_FORMAT=text bin/api migrate
 
