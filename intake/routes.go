@@ -19,6 +19,7 @@ func addRoutes(e *echo.Echo, o *HandlerOpts) {
 	// lead forms import.
 	e.GET("/openapi.json", echo.WrapHandler(openapi.Handler()))
 	e.Match([]string{http.MethodGet, http.MethodHead}, "/v1/sdk/leadintake.js", echo.WrapHandler(web.Snippet()))
+	e.Match([]string{http.MethodGet, http.MethodHead}, "/v1/sdk/leadintake@:version.js", echo.WrapHandler(web.Snippet()))
 	wait := applyWait(o.MaxWait)
 	sub := &submitter{
 		hashKey: o.HashKey, store: o.Store, enqueue: o.Enqueue, waiters: o.Waiters, limits: newLimiters(o.PublicRateLimit),
