@@ -356,6 +356,17 @@ func TestSnippetPinnedVersion(t *testing.T) {
 	if r := s.get("/v1/sdk/leadintake@0.0.0-none.js"); r.status != http.StatusNotFound || !strings.Contains(string(r.body), `"code":"not_found"`) {
 		t.Errorf("an unknown version: %d %s, want 404 not_found", r.status, r.body)
 	}
+	// A public route: a page's publishable key, from an origin it does not
+	// allow, changes nothing.
+	req, err := http.NewRequest(http.MethodGet, s.apiURL+pinned, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+sitePK)
+	req.Header.Set("Origin", "https://elsewhere.example")
+	if r := s.do(req); r.status != http.StatusOK || string(r.body) != string(src) {
+		t.Errorf("GET %s with a publishable key from another origin: %d %.100s", pinned, r.status, r.body)
+	}
 
 	url := s.apiURL + pinned
 	importMap := func(hash string) string {

@@ -1,23 +1,14 @@
 /**
  * leadintake.js: the browser's side of leadintake's retry contract, for lead
- * forms. No dependencies, no build step: an ES module to host beside the
- * site's pages (or bundle), or to import from the api.
+ * forms: an ES module without dependencies, to host beside the site's pages
+ * (or bundle), or to import from the api. leadintake.d.ts declares its API.
  *
- *   import { attachForm } from "/js/leadintake.js";
- *   attachForm(document.querySelector("form"), {
- *     api: "https://api.example.com", publishableKey: "pk_...",
- *   });
- *
- * One enquiry is one Idempotency-Key. The key is made with
- * crypto.randomUUID() and written to localStorage together with the enquiry
- * before the first request leaves: every retry (a network error, 5xx, 408,
- * 429, after a reload, with the api out of reach when the page loaded) sends
- * the same key and the same body, so the api stores the enquiry once however
- * often it is sent. Once the api has acknowledged it, only the key stays
- * (to poll its final answer, to supersede it), never the enquiry; a final
- * answer removes it. An enquiry the visitor changes while the earlier one has
- * no final answer is sent under a new key with `Supersedes: <earlier key>`,
- * the contract's explicit recovery for an edit after an uncertain outcome.
+ * One enquiry is one Idempotency-Key, stored in localStorage with the
+ * enquiry before the first request leaves, so that every retry (network
+ * errors, 5xx, 408, 429, a reload, an api out of reach at page load) sends
+ * the same key and bytes; once the api has acknowledged it, only the key
+ * stays, to poll and to supersede. An edit of an enquiry that has no final
+ * answer goes under a new key with `Supersedes: <earlier key>`.
  *
  * @module leadintake
  */
