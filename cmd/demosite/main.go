@@ -1,7 +1,7 @@
 // Command demosite serves the demo lead form of package web: a page of its
-// own origin that imports the snippet from the api and sends enquiries
-// through it with a publishable key, and the page its plain form POST lands
-// on without JavaScript. The demo site's origin (http://DEMO_ADDR) must be
+// own origin that hosts its own copy of the snippet and sends enquiries
+// through it to the api with a publishable key, and the page its plain form
+// POST lands on without JavaScript. The demo site's origin (http://DEMO_ADDR) must be
 // listed for the key in the api's clients file; `make run` does all of it.
 //
 // Configuration comes from the environment; `demosite -h` lists it. On start

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/web"
 )
 
 // The test binary is also the demo site, for the tests that run it as a
@@ -69,8 +70,18 @@ func TestServesTheDemo(t *testing.T) {
 	page, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK || !bytes.Contains(page, []byte(`"publishableKey":"`+testKey+`"`)) ||
-		!bytes.Contains(page, []byte(`"snippet":"http://127.0.0.1:18080/v1/sdk/leadintake.js"`)) {
+		!bytes.Contains(page, []byte(`"api":"http://127.0.0.1:18080"`)) || !bytes.Contains(page, []byte(`"snippet":"/leadintake.js"`)) {
 		t.Fatalf("GET /: %d\n%s", res.StatusCode, page)
+	}
+	// The site's own copy of the snippet: it loads while the api is down.
+	res, err = http.Get(base + "/leadintake.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snippet, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !bytes.Equal(snippet, web.SnippetSource()) {
+		t.Errorf("GET /leadintake.js: %d with %d bytes, want the snippet", res.StatusCode, len(snippet))
 	}
 	res, err = http.Post(base+"/not-sent", "application/x-www-form-urlencoded", strings.NewReader("email=ada%40example.com"))
 	if err != nil {
