@@ -197,7 +197,9 @@ func (g *claimGroup) commit(ctx context.Context, group []*groupedClaim) error {
 	if _, err := tx.Exec(ctx, groupLeadsSQL, claimedIDs, lClients, lKeys, refs, submissions, hmacs, jobIDs); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	// Never cancelled (see uncancelled); the claims stopped waiting for
+	// it at their own deadlines.
+	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	for _, id := range claimedIDs {
