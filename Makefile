@@ -11,7 +11,7 @@ STATICCHECK_VERSION = v0.8.2
 GOIMPORTS_VERSION = v0.52.0
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench bench-scale bench-plot soak vuln lint build
+.PHONY: help run test fuzz bench bench-scale bench-plot soak failover vuln lint build
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -47,6 +47,9 @@ bench-plot: ## draw docs/bench-scale.png from bench-scale.json
 soak: ## a chaos soak of the whole system (about 2 minutes; SOAK_FLAGS=-duration=10m for longer)
 	./scripts/postgres.sh
 	$(GO) run ./cmd/soak $(SOAK_FLAGS)
+
+failover: ## a database failover drill: primary and standby of their own, sync and async (FAILOVER_FLAGS)
+	$(GO) run ./cmd/failover $(FAILOVER_FLAGS)
 
 vuln: ## govulncheck
 	./scripts/govulncheck.sh

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -130,7 +132,9 @@ type PoolOpts struct {
 // OpenPool parses a PostgreSQL URL and returns a pool. It does not wait for
 // the database: a process starts, and reports unready, while the database is
 // down. A connection attempt gives up after 5 s unless the URL sets
-// connect_timeout.
+// connect_timeout. With target_session_attrs=read-write (or primary), as
+// a URL naming a primary and its standby sets it, a connection whose server
+// stops taking writes is dropped from the pool.
 func OpenPool(ctx context.Context, databaseURL string, opts PoolOpts) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -150,11 +154,27 @@ func OpenPool(ctx context.Context, databaseURL string, opts PoolOpts) (*pgxpool.
 			cfg.ConnConfig.RuntimeParams[k] = v
 		}
 	}
+	if writable := urlParam(databaseURL, "target_session_attrs"); writable == "read-write" || writable == "primary" {
+		// A connection is checked for a server that takes writes when it
+		// is made; a server that stops taking them later (a primary fenced
+		// or demoted in a failover) says so on the connection's next
+		// answer. Such a connection is dropped, so that the next one finds
+		// the new primary, rather than kept to fail every write (and read
+		// what the new primary no longer holds) until it breaks.
+		cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) { return !readOnly(c.PgConn()), nil }
+		cfg.AfterRelease = func(c *pgx.Conn) bool { return !readOnly(c.PgConn()) }
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database pool: %w", err)
 	}
 	return pool, nil
+}
+
+// readOnly reports whether the server of c takes no writes, as it last
+// reported (PostgreSQL 14 and later report both settings on every change).
+func readOnly(c *pgconn.PgConn) bool {
+	return c.ParameterStatus("default_transaction_read_only") == "on" || c.ParameterStatus("in_hot_standby") == "on"
 }
 
 // urlSets reports whether a URL or key=value connection string sets param.
@@ -163,6 +183,20 @@ func urlSets(databaseURL, param string) bool {
 		return u.Query().Has(param)
 	}
 	return strings.Contains(databaseURL, param+"=")
+}
+
+// urlParam returns the value a URL or key=value connection string gives
+// param ("" for none).
+func urlParam(databaseURL, param string) string {
+	if u, err := url.Parse(databaseURL); err == nil && u.Scheme != "" {
+		return u.Query().Get(param)
+	}
+	for _, field := range strings.Fields(databaseURL) {
+		if v, ok := strings.CutPrefix(field, param+"="); ok {
+			return strings.Trim(v, "'")
+		}
+	}
+	return ""
 }
 
 // redact keeps a password in the URL out of an error message.
