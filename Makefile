@@ -6,9 +6,12 @@ GO ?= go
 export GOTOOLCHAIN = go1.27.3
 TEST_TIMEOUT ?= 12m
 STATICCHECK_VERSION = v0.8.2
+# goimports rather than gci: gci v0.14.0 knows the standard library of Go
+# 1.25 and takes uuid (standard since Go 1.27) for a third-party package.
+GOIMPORTS_VERSION = v0.52.0
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench bench-scale bench-plot soak vuln lint build
+.PHONY: help run test fuzz bench bench-scale bench-plot soak failover vuln lint build
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -25,6 +28,7 @@ test: ## every test, against a real PostgreSQL, with -race (installs Chromium an
 	./scripts/promtool.sh
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	./scripts/fuzz.sh $(or $(FUZZTIME),30s)
@@ -44,10 +48,16 @@ soak: ## a chaos soak of the whole system (about 2 minutes; SOAK_FLAGS=-duration
 	./scripts/postgres.sh
 	$(GO) run ./cmd/soak $(SOAK_FLAGS)
 
+failover: ## a database failover drill: primary and standby of their own, sync and async (FAILOVER_FLAGS)
+	$(GO) run ./cmd/failover $(FAILOVER_FLAGS)
+
 vuln: ## govulncheck
 	./scripts/govulncheck.sh
 
-lint: ## go vet, staticcheck and gofmt
+lint: ## go vet, staticcheck, gofmt, import groups, and no large binary file in the repository
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	@gofmt="$$($(GO) env GOROOT)/bin/gofmt"; test -z "$$($$gofmt -l .)" || { $$gofmt -l .; exit 1; }
+	@out="$$($(GO) run golang.org/x/tools/cmd/goimports@$(GOIMPORTS_VERSION) -l -local github.com/leadintake/leadintake .)"; \
+	  test -z "$$out" || { echo "imports not in three groups (standard library, third-party, github.com/leadintake/leadintake):"; echo "$$out"; exit 1; }
+	./scripts/large-binaries.sh

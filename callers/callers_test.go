@@ -3,6 +3,8 @@ package callers_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,7 +80,7 @@ func TestParseFileRefusals(t *testing.T) {
 	}{
 		{"NotYAML", "clients: [", "yaml"},
 		{"NoList", "clients: 3", "list of clients"},
-		{"UnknownTop", "clients: []\nsecrets: " + callbackSecret, `unknown member "secrets"`},
+		{"UnknownTop", "clients: []\nsecrets: " + callbackSecret, "the file: unknown member at line 2, column 1"},
 		{"BadID", "clients:\n  - id: Acme!\n", "client 1"},
 		{"MissingID", "clients:\n  - tokens_sha256: [" + h + "]\n", "client 1"},
 		{"DuplicateID", "clients:\n  - id: a\n  - id: a\n", `"a" is listed twice`},
@@ -92,7 +94,8 @@ func TestParseFileRefusals(t *testing.T) {
 		{"CallbackURL", "clients:\n  - id: a\n    callback: {url: ftp://x, secret: " + callbackSecret + "}\n", "callback: url"},
 		{"CallbackSecret", "clients:\n  - id: a\n    callback: {url: https://x.example, secret: " + strings.TrimPrefix(callbackSecret, "whsec_") + "}\n", "callback: secret"},
 		{"WebhookSecret", "clients:\n  - id: a\n    webhook_secret: whsec_" + strings.Repeat("%", 30) + "\n", "webhook_secret"},
-		{"UnknownMember", "clients:\n  - id: a\n    token: " + callbackSecret + "\n", `unknown member "token"`},
+		{"UnknownMember", "clients:\n  - id: a\n    token: " + callbackSecret + "\n", `client "a": unknown member at line 3, column 5`},
+		{"UnknownPublishableMember", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example], expires: 1}]\n", `client "a": publishable key 1: unknown member at line 3`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -111,6 +114,29 @@ func TestParseFileRefusals(t *testing.T) {
 			}
 			if strings.Contains(msg, "\n") {
 				t.Errorf("error %q is not one line", msg)
+			}
+		})
+	}
+}
+
+// A member name that is in fact a value pasted where a name belongs (a
+// secret, a token) is named by its line and column: no part of it is shown.
+func TestParseFileUnknownMemberShowsNoText(t *testing.T) {
+	t.Parallel()
+	for name, file := range map[string]string{
+		"ClientMember":   "clients:\n  - id: a\n    " + callbackSecret + ": x\n",
+		"TopMember":      callbackSecret + ": x\nclients: []\n",
+		"CallbackMember": "clients:\n  - id: a\n    callback: {url: https://x.example, secret: " + webhookSecret + ", " + callbackSecret + ": 1}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := callers.ParseFile([]byte(file))
+			if err == nil || !strings.Contains(err.Error(), "unknown member at line ") {
+				t.Fatalf("error %v, want an unknown member named by its line", err)
+			}
+			// Not even its start: "whsec_MfKQ".
+			if strings.Contains(err.Error(), callbackSecret[:10]) {
+				t.Fatalf("error %q shows the member's text", err)
 			}
 		})
 	}
@@ -146,5 +172,30 @@ func TestAPIClientsAndMerge(t *testing.T) {
 		if _, err := callers.ParseAPIClients(bad); err == nil {
 			t.Errorf("API_CLIENTS %q accepted", bad)
 		}
+	}
+}
+
+// A clients file that group or others may read is reported, with its mode.
+func TestReadableByOthers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		mode     os.FileMode
+		readable bool
+	}{{0o600, false}, {0o400, false}, {0o640, true}, {0o604, true}, {0o644, true}} {
+		path := filepath.Join(dir, tt.mode.String())
+		if err := os.WriteFile(path, []byte(goodFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, tt.mode); err != nil {
+			t.Fatal(err)
+		}
+		mode, readable := callers.ReadableByOthers(path)
+		if readable != tt.readable || mode != tt.mode {
+			t.Errorf("mode %04o: %04o, readable %t; want readable %t", tt.mode, mode, readable, tt.readable)
+		}
+	}
+	if _, readable := callers.ReadableByOthers(filepath.Join(dir, "missing")); readable {
+		t.Error("a missing file is reported readable")
 	}
 }

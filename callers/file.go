@@ -3,6 +3,7 @@ package callers
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"strings"
@@ -33,6 +34,20 @@ func LoadFile(path string) (*Set, error) {
 		return nil, fmt.Errorf("clients file %s: %w", path, err)
 	}
 	return set, nil
+}
+
+// ReadableByOthers reports whether group or others may read the file at
+// path, and its permission bits. A clients file holds secrets (callback
+// and webhook signing secrets): it should be readable by the service's user
+// alone. A file that cannot be looked at is not reported (reading it fails
+// with its own error).
+func ReadableByOthers(path string) (fs.FileMode, bool) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, false
+	}
+	perm := fi.Mode().Perm()
+	return perm, perm&0o044 != 0
 }
 
 // ParseFile parses the YAML of a clients file:
@@ -193,37 +208,25 @@ func member(n *yaml.Node, name string) *yaml.Node {
 }
 
 // checkMembers refuses a member of n that is not in known, or one listed
-// twice. The member's name is shown: names are not secrets, values may be.
+// twice. An unknown member is named by its line and column, never by its
+// text: it may be a value pasted where a member name belongs (the start of
+// a secret); a known name is no secret.
 func checkMembers(n *yaml.Node, known map[string]bool, where string) error {
 	if n.Kind != yaml.MappingNode {
 		return fmt.Errorf("%s: want a mapping", where)
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		name := n.Content[i].Value
-		if !known[name] {
-			return fmt.Errorf("%s: unknown member %q (line %d)", where, printable(name), n.Content[i].Line)
+		k := n.Content[i]
+		if !known[k.Value] {
+			return fmt.Errorf("%s: unknown member at line %d, column %d", where, k.Line, k.Column)
 		}
-		if seen[name] {
-			return fmt.Errorf("%s: member %q is listed twice", where, name)
+		if seen[k.Value] {
+			return fmt.Errorf("%s: member %q is listed twice", where, k.Value)
 		}
-		seen[name] = true
+		seen[k.Value] = true
 	}
 	return nil
-}
-
-// printable cuts a member name that may be anything down to something safe
-// to print.
-func printable(s string) string {
-	if len(s) > 32 {
-		s = s[:32] + "..."
-	}
-	return strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, s)
 }
 
 func scalar(n *yaml.Node) (string, bool) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +14,8 @@ import (
 	"time"
 
 	"github.com/leadintake/leadintake/downstream"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
 )
 
 // patience bounds every call a test expects to return: far longer than any

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leadintake/leadintake/internal/system"
 	"github.com/leadintake/leadintake/internal/testkit"
 )
 
@@ -91,5 +92,67 @@ func TestClientsFileReload(t *testing.T) {
 	}
 	if strings.Contains(api.Output(), strings.TrimPrefix(secret, "whsec_")) {
 		t.Error("the api's output shows the bad file's secret")
+	}
+}
+
+// A clients file that group or others may read is warned about, at start
+// and at each reload, in one log line that names the path and shows none
+// of the file's content; one readable by its owner alone is not.
+func TestClientsFileReadableByOthersIsWarned(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	content := filedClient("readable-token-0001") + "    webhook_secret: " + secret + "\n"
+	warned := func(p *system.Process) (n int, line string) {
+		for _, l := range p.Lines() {
+			if strings.Contains(l, "clients file readable by group or others") {
+				n, line = n+1, l
+			}
+		}
+		return n, line
+	}
+	for _, tt := range []struct {
+		name string
+		mode os.FileMode
+		want int
+	}{{"OwnerOnly", 0o600, 0}, {"GroupAndOthers", 0o644, 1}, {"Group", 0o640, 1}} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, nil)
+			path := filepath.Join(t.TempDir(), "clients.yaml")
+			writeClientsFile(t, path, content)
+			if err := os.Chmod(path, tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			api := s.startAPI("CLIENTS_FILE=" + path)
+			worker := s.startWorker("CLIENTS_FILE=" + path)
+			for name, p := range map[string]*system.Process{"api": api, "worker": worker} {
+				n, line := warned(p)
+				if n != tt.want {
+					t.Fatalf("%s: %d warnings for mode %04o, want %d:\n%s", name, n, tt.mode, tt.want, p.Output())
+				}
+				if n == 0 {
+					continue
+				}
+				if !strings.Contains(line, path) {
+					t.Errorf("%s: the warning does not name the file: %s", name, line)
+				}
+				for _, v := range []string{secret, sha256Hex("readable-token-0001"), "readable-token-0001"} {
+					if strings.Contains(p.Output(), v) {
+						t.Errorf("%s: the output shows the file's content %q", name, v)
+					}
+				}
+			}
+			if tt.want == 0 {
+				return
+			}
+			// Read again on SIGHUP, and warned about again.
+			if err := syscall.Kill(api.Pid(), syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			testkit.EventuallyWithin(t, 10*time.Second, "a second warning on reload", func() bool {
+				n, _ := warned(api)
+				return n == 2
+			})
+		})
 	}
 }

@@ -33,6 +33,8 @@ var contractVars = map[string]map[string]string{
 		"PII_HASH_KEY":      "",
 		"KEY_RETENTION":     "168h",
 		"LEAD_RETENTION":    "720h",
+		"LOG_FORMAT":        "json",
+		"LOG_LEVEL":         "info",
 	},
 	"worker": {
 		"DATABASE_URL":        "",
@@ -61,6 +63,9 @@ var contractVars = map[string]map[string]string{
 		"CALLBACK_MAX_AGE":    "24h",
 		"PII_HASH_KEY":        "",
 		"LEAD_RETENTION":      "720h",
+		"WORKER_CONCURRENCY":  "100",
+		"LOG_FORMAT":          "json",
+		"LOG_LEVEL":           "info",
 	},
 }
 

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/callers"
-
 	"go.yaml.in/yaml/v3"
+
+	"github.com/leadintake/leadintake/callers"
 )
 
 // There is no container engine where the tests run: these tests read the

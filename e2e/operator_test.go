@@ -329,3 +329,40 @@ func TestKeysCommands(t *testing.T) {
 		t.Errorf("show of an unknown key: exit %d\nstderr: %s", r.code, r.stderr)
 	}
 }
+
+// An erasure for a client that is not in force, by `api erase` or POST
+// /admin/erasures, is refused with one clear line or code, erases and
+// records nothing, and the id it named appears in no log line.
+func TestErasureOfAnUnknownClient(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	api := s.startAPI("ADMIN_USER="+operator.user, "ADMIN_PASSWORD="+operator.password)
+	const ghost = "ghost-Zq81xVb0"
+	if r := s.submit("unknown-client-0001", `{"email":"ada@example.com","source":"website"}`); r.status != http.StatusAccepted {
+		t.Fatalf("submit: %d %s", r.status, r.body)
+	}
+
+	r := s.command("erase", "--client", ghost, "--email", "ada@example.com")
+	line := strings.TrimSuffix(r.stderr, "\n")
+	if r.code == 0 || line == "" || strings.Contains(line, "\n") || !strings.Contains(line, "--client") || r.stdout != "" {
+		t.Fatalf("api erase --client %s: exit %d, stdout %q, stderr %q; want non-zero and one line naming --client", ghost, r.code, r.stdout, r.stderr)
+	}
+	got := postErasure(t, adminURL(t, api), operator, `{"client_id":"`+ghost+`","email":"ada@example.com"}`, nil)
+	if got.status != http.StatusUnprocessableEntity || !strings.Contains(string(got.body), `"code":"unknown_client"`) {
+		t.Fatalf("POST /admin/erasures for %s: %d %s, want 422 unknown_client", ghost, got.status, got.body)
+	}
+	if n := s.count(`SELECT count(*) FROM erasures`); n != 0 {
+		t.Errorf("%d erasures recorded for an unknown client, want none", n)
+	}
+	if n := s.count(`SELECT count(*) FROM leads WHERE erased_at IS NOT NULL`); n != 0 {
+		t.Errorf("%d leads erased", n)
+	}
+	if strings.Contains(api.Output(), ghost) {
+		t.Errorf("the api's log names the unknown client:\n%s", api.Output())
+	}
+	// The client in force is erased as ever.
+	r = s.command("erase", "--client", "e2e", "--email", "ada@example.com")
+	if r.code != 0 || r.stdout != "erased 1\n" {
+		t.Fatalf("api erase --client e2e: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}

@@ -27,13 +27,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/lead"
-	api "github.com/leadintake/leadintake/response"
-
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/faultproxy"
 	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+	api "github.com/leadintake/leadintake/response"
 )
 
 // relPatience bounds every wait for something that must happen; a test

@@ -7,14 +7,17 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/internal/browsertest"
-	"github.com/leadintake/leadintake/lead"
-
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/leadintake/leadintake/internal/browsertest"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
 )
 
 var operator = basicAuth{user: "operator", password: "e2e-admin-password-7Qx"}
@@ -30,22 +33,66 @@ func TestAdminListener(t *testing.T) {
 		api := s.startAPI("ADMIN_USER="+operator.user, "ADMIN_PASSWORD="+operator.password)
 		admin := adminURL(t, api)
 
+		paths := []string{"/riverui/", "/riverui/jobs", "/riverui/api/jobs?state=completed", "/metrics"}
+		// No credentials is no guess: always the challenge.
+		for _, path := range paths {
+			r := get(t, admin+path, basicAuth{})
+			if r.status != http.StatusUnauthorized {
+				t.Errorf("GET %s without credentials: %d, want 401", path, r.status)
+			}
+			if path == "/riverui/" && !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Basic ") {
+				t.Errorf("GET %s without credentials: WWW-Authenticate %q", path, r.header.Get("WWW-Authenticate"))
+			}
+		}
+		// Wrong credentials are refused; after a few from this address,
+		// with 429 and Retry-After, unchecked, until its budget refills.
 		for name, auth := range map[string]basicAuth{
-			"none":           {},
 			"wrong password": {user: operator.user, password: operator.password + "x"},
 			"wrong user":     {user: "admin", password: operator.password},
 			"empty password": {user: operator.user},
 		} {
-			for _, path := range []string{"/riverui/", "/riverui/jobs", "/riverui/api/jobs?state=completed", "/metrics"} {
-				r := get(t, admin+path, auth)
-				if r.status != http.StatusUnauthorized {
-					t.Errorf("GET %s with %s credentials: %d, want 401", path, name, r.status)
-				}
-				if path == "/riverui/" && !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Basic ") {
+			for _, path := range paths {
+				switch r := get(t, admin+path, auth); {
+				case r.status == http.StatusTooManyRequests:
+					if r.header.Get("Retry-After") == "" {
+						t.Errorf("GET %s with %s credentials: 429 without Retry-After", path, name)
+					}
+				case r.status != http.StatusUnauthorized:
+					t.Errorf("GET %s with %s credentials: %d, want 401 (or 429 once this address has guessed too often)", path, name, r.status)
+				case path == "/riverui/" && !strings.HasPrefix(r.header.Get("WWW-Authenticate"), "Basic "):
 					t.Errorf("GET %s with %s credentials: WWW-Authenticate %q", path, name, r.header.Get("WWW-Authenticate"))
 				}
 			}
 		}
+		var wg sync.WaitGroup
+		var limited atomic.Int32
+		for range 20 {
+			wg.Go(func() {
+				req, err := http.NewRequest(http.MethodGet, admin+"/metrics", nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				req.SetBasicAuth(operator.user, "guess")
+				res, err := httpClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				res.Body.Close()
+				if res.StatusCode == http.StatusTooManyRequests {
+					limited.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if limited.Load() == 0 {
+			t.Error("20 wrong passwords at once from one address, none answered 429")
+		}
+		// The right password works again once the address may try again.
+		testkit.EventuallyWithin(t, 30*time.Second, "the right password accepted after the guesses", func() bool {
+			return get(t, admin+"/metrics", operator).status == http.StatusOK
+		})
 
 		r := get(t, admin+"/riverui/", operator)
 		if r.status != http.StatusOK || !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") {

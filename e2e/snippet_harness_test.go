@@ -171,6 +171,8 @@ type lossyProxy struct {
 	mu   sync.Mutex
 	lose func(r *http.Request) bool
 	lost []string // "METHOD path" of each answer lost
+	// signals is the Form-Signals header of each POST /v1/leads, in order.
+	signals []string
 }
 
 func newLossyProxy(t *testing.T, apiURL string) *lossyProxy {
@@ -197,9 +199,20 @@ func (p *lossyProxy) lostAnswers() []string {
 	return append([]string(nil), p.lost...)
 }
 
+// formSignals returns the Form-Signals header of each POST /v1/leads the
+// proxy passed on ("" for one without).
+func (p *lossyProxy) formSignals() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.signals...)
+}
+
 func (p *lossyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	lose := p.lose != nil && p.lose(r)
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/leads" {
+		p.signals = append(p.signals, r.Header.Get("Form-Signals"))
+	}
 	p.mu.Unlock()
 
 	body, err := io.ReadAll(r.Body)
@@ -399,6 +412,21 @@ func (p *page) pending() (key, body string) {
 		p.t.Fatalf("the pending enquiry %s: %v", rec, err)
 	}
 	return r.Key, r.Body
+}
+
+// stored returns the snippet's localStorage record of the form's enquiry
+// as it is, "" for none, and whether it marks the enquiry acknowledged.
+func (p *page) stored() (raw string, acked bool) {
+	p.t.Helper()
+	raw = p.eval(`localStorage.getItem(` + jsString("leadintake:"+sitePK+":enquiry") + `) ?? ""`)
+	if raw == "" {
+		return "", false
+	}
+	var r struct{ Acked bool }
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		p.t.Fatalf("the stored enquiry %s: %v", raw, err)
+	}
+	return raw, r.Acked
 }
 
 // screenshot keeps a PNG of the demo form as a test artefact, under

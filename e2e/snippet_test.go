@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
@@ -121,8 +122,9 @@ func TestSnippetLostResponse(t *testing.T) {
 	}
 }
 
-// The page is reloaded while its enquiry waits for a worker: the reloaded
-// page resumes it under the same key with the same body, and shows success
+// The page is reloaded while its enquiry waits for a worker. Once the api
+// acknowledged the enquiry (its 202) the browser keeps only its key: the
+// reloaded page polls that key, sends nothing again, and shows success
 // once a worker runs. One lead.
 func TestSnippetResumesAfterReload(t *testing.T) {
 	t.Parallel()
@@ -141,21 +143,29 @@ func TestSnippetResumesAfterReload(t *testing.T) {
 		t.Errorf("waiting: the visitor is told %q", status)
 	}
 	key, body := p.pending()
-	if key == "" || !strings.Contains(body, `"email":"ada@example.com"`) {
-		t.Fatalf("pending enquiry: key %q, body %s", key, body)
+	raw, acked := p.stored()
+	if key == "" || body != "" || !acked || strings.Contains(raw, "ada@example.com") || strings.Contains(raw, "Lovelace") {
+		t.Fatalf("after the 202 the browser keeps %s; want the key alone, acknowledged", raw)
 	}
 
 	p.reload()
-	// The reloaded page shows the enquiry it resumes, and the api has it
-	// again under the same key: a replay, not a claim.
-	if email := p.eval(`document.getElementById("email").value`); email != enquiry["email"] {
-		t.Errorf("the reloaded form shows the email %q, want the pending enquiry's", email)
+	// The reloaded page has no enquiry to show, only a key to poll.
+	if email := p.eval(`document.getElementById("email").value`); email != "" {
+		t.Errorf("the reloaded form shows the email %q; the browser should no longer hold it", email)
 	}
 	p.waitState("waiting")
-	if k, b := p.pending(); k != key || b != body {
-		t.Fatalf("after the reload the pending enquiry is %q %s, want %q %s", k, b, key, body)
+	if k, _ := p.pending(); k != key {
+		t.Fatalf("after the reload the stored key is %q, want %q", k, key)
 	}
-	testkit.EventuallyWithin(t, pagePatience, "the resumed POST", func() bool { return s.apiOutcomes()["in_progress"] >= 1 })
+	testkit.EventuallyWithin(t, pagePatience, "the reloaded page's poll", func() bool {
+		for _, line := range s.api.Lines() {
+			var l struct{ Msg, Method, Route string }
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "request" && l.Method == http.MethodGet && l.Route == "/v1/operations/:key" {
+				return true
+			}
+		}
+		return false
+	})
 	p.screenshot("resumed")
 
 	s.startWorker()
@@ -170,8 +180,11 @@ func TestSnippetResumesAfterReload(t *testing.T) {
 	if n := s.count(`SELECT count(*) FROM leads`); n != 1 {
 		t.Fatalf("%d leads, want 1", n)
 	}
-	if out := s.apiOutcomes(); out["claimed"] != 1 {
-		t.Errorf("POST /v1/leads outcomes %v, want one claim", out)
+	if out := s.apiOutcomes(); out["claimed"] != 1 || out["in_progress"] != 0 {
+		t.Errorf("POST /v1/leads outcomes %v, want one claim and nothing sent again", out)
+	}
+	if raw, _ := p.stored(); raw != "" {
+		t.Errorf("after the final answer the browser keeps %s", raw)
 	}
 }
 

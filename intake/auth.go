@@ -13,7 +13,7 @@ import (
 // Browser CORS: what a page may send and read.
 const (
 	corsAllowMethods  = "GET, POST"
-	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, Supersedes, Prefer, X-Request-Id"
+	corsAllowHeaders  = "Authorization, Content-Type, Idempotency-Key, Supersedes, Prefer, X-Request-Id, Form-Signals, traceparent, tracestate"
 	corsExposeHeaders = "Idempotency-Key, Idempotent-Replayed, Location, Retry-After, X-Request-Id, Preference-Applied"
 	corsMaxAge        = "600"
 )
@@ -54,7 +54,7 @@ func browsers(holder *callers.Holder) echo.MiddlewareFunc {
 				return response.Errorf(response.CodeOriginNotAllowed, "no publishable key allows this origin on this path")
 			}
 			token, ok := bearer(req)
-			if !ok || !callers.IsPublishable(token) || publicPaths[req.URL.Path] {
+			if !ok || !callers.IsPublishable(token) || publicPaths[route] {
 				return next(c)
 			}
 			if !browserRoute(req.Method, route) {

@@ -61,7 +61,7 @@ func TestBrowsers(t *testing.T) {
 			h := res.Header
 			if res.Status != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != shopOrigin || h.Get("Vary") != "Origin" ||
 				h.Get("Access-Control-Allow-Methods") != "GET, POST" || h.Get("Access-Control-Max-Age") != "600" ||
-				h.Get("Access-Control-Allow-Headers") != "Authorization, Content-Type, Idempotency-Key, Supersedes, Prefer, X-Request-Id" {
+				h.Get("Access-Control-Allow-Headers") != "Authorization, Content-Type, Idempotency-Key, Supersedes, Prefer, X-Request-Id, Form-Signals, traceparent, tracestate" {
 				t.Errorf("OPTIONS %s from %s: %d %v", path, shopOrigin, res.Status, h)
 			}
 		}

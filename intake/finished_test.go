@@ -11,7 +11,6 @@ import (
 
 	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/lead"
-
 	"github.com/leadintake/leadintake/response"
 )
 

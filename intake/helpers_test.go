@@ -19,16 +19,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/callers"
-	"github.com/leadintake/leadintake/internal/testkit"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/dbtest"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/jobs"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"

@@ -15,17 +15,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/callers"
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/dbtest"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
 	"github.com/leadintake/leadintake/store"
 )

@@ -6,10 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leadintake/leadintake/internal/testkit"
-
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/response"
 )
 

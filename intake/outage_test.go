@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/internal/faultproxy"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
 )
 

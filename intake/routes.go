@@ -10,7 +10,7 @@ import (
 )
 
 // publicPaths are the routes that ignore Authorization altogether.
-var publicPaths = map[string]bool{routeHealthz: true, routeReadyz: true, routeOpenAPI: true, routeSnippet: true}
+var publicPaths = map[string]bool{routeHealthz: true, routeReadyz: true, routeOpenAPI: true, routeSnippet: true, routeSnippetVersion: true}
 
 // Routes by their Echo pattern, for the lists below.
 const (
@@ -18,9 +18,12 @@ const (
 	routeOperation = "/v1/operations/:key"
 	routeWebhook   = "/v1/webhooks/:client_id/leads"
 	routeSnippet   = "/v1/sdk/leadintake.js"
-	routeOpenAPI   = "/openapi.json"
-	routeHealthz   = "/healthz"
-	routeReadyz    = "/readyz"
+	// routeSnippetVersion is one route for every version: the handler
+	// serves its own and answers 404 for the others.
+	routeSnippetVersion = "/v1/sdk/leadintake@:version.js"
+	routeOpenAPI        = "/openapi.json"
+	routeHealthz        = "/healthz"
+	routeReadyz         = "/readyz"
 )
 
 // browserRoutes are the requests a publishable key may make, by route and
@@ -51,6 +54,7 @@ func addRoutes(e *echo.Echo, o *HandlerOpts) {
 	// lead forms import.
 	e.GET(routeOpenAPI, echo.WrapHandler(openapi.Handler()))
 	e.Match([]string{http.MethodGet, http.MethodHead}, routeSnippet, echo.WrapHandler(web.Snippet()))
+	e.Match([]string{http.MethodGet, http.MethodHead}, routeSnippetVersion, echo.WrapHandler(web.Snippet()))
 	wait := applyWait(o.MaxWait)
 	sub := &submitter{
 		hashKey: o.HashKey, store: o.Store, waiters: o.Waiters, limits: newLimiters(o.PublicRateLimit),

@@ -9,9 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leadintake/leadintake/internal/testkit"
-
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
 )

@@ -6,13 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-	"github.com/leadintake/leadintake/store"
-
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 )
 
 // The CRM in create mode: a POST is not idempotent, so after any outcome

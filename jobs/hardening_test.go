@@ -5,12 +5,11 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/jobs"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/store"
-
-	"github.com/leadintake/leadintake/downstream/fake"
-	"github.com/leadintake/leadintake/jobs"
 )
 
 // failFinishOnce makes the next n finishing updates of a key (processing to

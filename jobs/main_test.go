@@ -15,12 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/callers"
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-	"github.com/leadintake/leadintake/store"
-	"github.com/leadintake/leadintake/webhook"
-
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -28,11 +22,16 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertest"
 
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/dbtest"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
+	"github.com/leadintake/leadintake/webhook"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }

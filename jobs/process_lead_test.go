@@ -9,15 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-	"github.com/leadintake/leadintake/store"
-
 	"github.com/google/uuid"
 
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 )
 
 func TestProcessLeadCompletes(t *testing.T) {

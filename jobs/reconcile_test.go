@@ -6,16 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/internal/testkit"
-	"github.com/leadintake/leadintake/lead"
-	"github.com/leadintake/leadintake/store"
-
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
 	"github.com/leadintake/leadintake/downstream/fake"
+	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/store"
 )
 
 // In create mode, a post that may have been applied and look-ups that fail

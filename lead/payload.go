@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
+	"maps"
 	"net/mail"
 	"net/url"
 	"slices"
@@ -33,6 +34,11 @@ const (
 	maxMessage  = 5000
 	maxUTM      = 20
 	maxUTMValue = 200
+	// A form's own questions (fields): how many, how long a name, how long
+	// an answer.
+	maxFields     = 50
+	maxFieldName  = 64
+	maxFieldValue = 1000
 )
 
 // Lead is one enquiry as the caller submitted it, after validation.
@@ -46,6 +52,10 @@ type Lead struct {
 	Message string            `json:"message,omitempty"`
 	UTM     map[string]string `json:"utm,omitempty"`
 	Consent *bool             `json:"consent,omitempty"`
+	// Fields are the form's own questions (budget, team size, ...), by a
+	// name of a-z 0-9 _: the lead carries them to the CRM as they were
+	// answered, and they are personal data like the rest.
+	Fields map[string]string `json:"fields,omitempty"`
 }
 
 // Payload is a decoded, validated request body.
@@ -237,6 +247,32 @@ var fieldRules = map[string]func(v *validator, raw jsontext.Value, lead *Lead){
 			lead.UTM = nil
 		}
 	},
+	"fields": func(v *validator, raw jsontext.Value, lead *Lead) {
+		if raw.Kind() == 'n' {
+			return
+		}
+		var fields map[string]jsontext.Value
+		if raw.Kind() != '{' || json.Unmarshal(raw, &fields) != nil {
+			v.add("fields", "must be an object of strings")
+			return
+		}
+		if len(fields) > maxFields {
+			v.add("fields", "must have at most "+strconv.Itoa(maxFields)+" members")
+		}
+		lead.Fields = make(map[string]string, len(fields))
+		for _, name := range slices.Sorted(maps.Keys(fields)) {
+			if !isFieldName(name) {
+				v.add("fields."+name, "the name must be 1 to "+strconv.Itoa(maxFieldName)+" characters of a-z 0-9 _")
+				continue
+			}
+			if s, ok := v.str("fields."+name, fields[name], 0, maxFieldValue); ok {
+				lead.Fields[name] = s
+			}
+		}
+		if len(lead.Fields) == 0 {
+			lead.Fields = nil
+		}
+	},
 	"consent": func(v *validator, raw jsontext.Value, lead *Lead) {
 		switch raw.Kind() {
 		case 'n':
@@ -335,6 +371,20 @@ func (v *validator) str(field string, raw jsontext.Value, min, max int) (string,
 		return "", false
 	}
 	return s, true
+}
+
+// isFieldName reports whether name may name one of a form's own questions:
+// 1..64 of a-z 0-9 _, a name any CRM and any template can hold as it is.
+func isFieldName(name string) bool {
+	if name == "" || len(name) > maxFieldName {
+		return false
+	}
+	for i := range len(name) {
+		if c := name[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 func isEmail(s string) bool {

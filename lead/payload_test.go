@@ -162,6 +162,8 @@ var decodeSeeds = []string{
 	`{"email":"ada@example.com","source":"website"}{}`,
 	`{"email":"ada@example.com","source":"website","utm":{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}`,
 	`{"email":"ada@example.com","source":"website","n":1e400}`,
+	`{"email":"ada@example.com","source":"website","fields":{"budget":"10k","team_size":"5","z":""}}`,
+	`{"email":"ada@example.com","source":"website","fields":{"Team Size":"5","q":"\u00e9\n"}}`,
 	`[]`, `"x"`, `1`, ``, `{}`, "{\"email\":\"a\xffb@example.com\",\"source\":\"website\"}",
 }
 
@@ -236,6 +238,17 @@ func requireValidLead(t *testing.T, l lead.Lead) {
 	for name, value := range l.UTM {
 		if utf8.RuneCountInString(value) > 200 {
 			t.Fatalf("accepted utm %q of %d characters", name, utf8.RuneCountInString(value))
+		}
+	}
+	if len(l.Fields) > 50 {
+		t.Fatalf("accepted %d fields", len(l.Fields))
+	}
+	for name, value := range l.Fields {
+		if name == "" || len(name) > 64 || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
+			t.Fatalf("accepted the field name %q", name)
+		}
+		if utf8.RuneCountInString(value) > 1000 || strings.ContainsRune(value, 0) {
+			t.Fatalf("accepted field %s of %d characters", name, utf8.RuneCountInString(value))
 		}
 	}
 }

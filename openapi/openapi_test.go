@@ -138,13 +138,14 @@ func TestEveryErrorCodeIsInTheEnum(t *testing.T) {
 // The contract's routes, each with its methods (the snippet's HEAD, for
 // caches and link checkers, is served beside its GET).
 var contractRoutes = map[string][]string{
-	"/v1/leads":                      {"OPTIONS", "POST"},
-	"/v1/operations/{key}":           {"GET", "OPTIONS"},
-	"/v1/webhooks/{client_id}/leads": {"POST"},
-	"/v1/sdk/leadintake.js":          {"GET", "HEAD"},
-	"/openapi.json":                  {"GET"},
-	"/healthz":                       {"GET"},
-	"/readyz":                        {"GET"},
+	"/v1/leads":                       {"OPTIONS", "POST"},
+	"/v1/operations/{key}":            {"GET", "OPTIONS"},
+	"/v1/webhooks/{client_id}/leads":  {"POST"},
+	"/v1/sdk/leadintake.js":           {"GET", "HEAD"},
+	"/v1/sdk/leadintake@{version}.js": {"GET", "HEAD"},
+	"/openapi.json":                   {"GET"},
+	"/healthz":                        {"GET"},
+	"/readyz":                         {"GET"},
 }
 
 func TestEveryContractRouteIsDescribed(t *testing.T) {

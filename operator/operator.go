@@ -41,6 +41,12 @@ type Operator struct {
 // ErrBadEmail is returned by Erase for an address that is not one.
 var ErrBadEmail = errors.New("want one email address")
 
+// ErrUnknownClient is returned by Erase for a client that is not among the
+// clients in force (Callers; none when Callers is nil): a mistyped id would
+// erase nothing and record an erasure for a client that does not exist.
+// Nothing is erased or recorded.
+var ErrUnknownClient = errors.New("no such client among the clients in force")
+
 // Erase erases the personal data of every lead of clientID whose email is
 // email (lower-cased, whole), at once, and returns how many; via says how
 // it was asked for (store.ErasureByCommand, store.ErasureByAdminAPI). Leads
@@ -48,6 +54,12 @@ var ErrBadEmail = errors.New("want one email address")
 // (store.Erase): their callbacks enqueued and the amendments waiting for
 // them woken.
 func (o *Operator) Erase(ctx context.Context, clientID, email, via string) (int, error) {
+	if o.Callers == nil {
+		return 0, ErrUnknownClient
+	}
+	if _, ok := o.Callers.Set().Client(clientID); !ok {
+		return 0, ErrUnknownClient
+	}
 	email = strings.TrimSpace(email)
 	if email == "" || strings.ContainsAny(email, " \t\r\n") || !strings.Contains(email, "@") {
 		return 0, ErrBadEmail

@@ -60,6 +60,8 @@ clients:
       secret: $DEMO_CALLBACK_SECRET
     webhook_secret: $DEMO_WEBHOOK_SECRET
 YAML
+# It holds secrets: the service's user's alone (the processes warn otherwise).
+chmod 600 .run/clients.yaml.tmp
 mv .run/clients.yaml.tmp .run/clients.yaml
 LOG_FORMAT=text bin/api migrate
 
@@ -103,9 +105,11 @@ cat <<MSG
 leadintake is running (logs in .run/: api.log, worker.log, fake.log, demosite.log). Try:
 
   # the demo lead form, in a browser: a page of its own origin that sends
-  # through the snippet ($DEMO_API_URL/v1/sdk/leadintake.js) with a
-  # publishable key; reload it while it sends, or stop the api meanwhile
+  # through its own copy of the snippet with a publishable key; reload it
+  # while it sends, or stop the api meanwhile; its budget and team size
+  # arrive in the fake CRM's record as fields
   http://$DEMO_ADDR/
+  curl -s http://$FAKE_ADDR/_fake/crm      # the CRM's records, as received
 
   # submit a lead (run it twice: the second answer is replayed)
   curl -i http://$API_ADDR/v1/leads \\

@@ -158,7 +158,9 @@ func (g *claimGroup) commit(ctx context.Context, group []*groupedClaim) error {
 	if err := g.store.insertLeads(ctx, tx, claimed); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	// Never cancelled (see uncancelled); the claims stopped waiting for
+	// it at their own deadlines.
+	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	for _, c := range group {

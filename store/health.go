@@ -36,7 +36,8 @@ func (s *Store) Ready(ctx context.Context) error {
 // is not a server error about the statement (syntax, constraint, data)
 // counts as unavailability: connection refused, reset or closed, time-outs,
 // a pool that could not connect, a refused role or password, a missing
-// database, a server shutting down, tables not migrated yet.
+// database, a server shutting down or refusing writes (read-only, during a
+// failover), tables not migrated yet.
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
@@ -53,6 +54,10 @@ func IsUnavailable(err error) bool {
 			"42883", // undefined function
 			"3F000": // invalid schema name
 			// The schema is older than this binary: not migrated yet.
+			return true
+		case "25006": // read_only_sql_transaction
+			// The server takes no writes: a primary fenced for a
+			// failover, or a standby a connection still reaches.
 			return true
 		}
 		switch pgErr.Code[:2] {

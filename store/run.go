@@ -212,21 +212,30 @@ func (s *Store) Save(ctx context.Context, run *Run, p SaveParams) error {
 	if p.Durable && s.pool != nil {
 		b.Queue("commit")
 	}
-	var saved bool
-	err := func() error {
+	send := func(ctx context.Context) (saved bool, err error) {
 		br := s.db.SendBatch(ctx, b)
 		defer br.Close()
 		for range b.Len() {
 			tag, err := br.Exec()
 			if err != nil {
-				return err
+				return false, err
 			}
 			if tag.Update() {
 				saved = tag.RowsAffected() == 1
 			}
 		}
-		return br.Close()
-	}()
+		return saved, br.Close()
+	}
+	var (
+		saved bool
+		err   error
+	)
+	if p.Durable {
+		// A durable save commits: never cancelled (see uncancelled).
+		saved, err = uncancelled(ctx, send)
+	} else {
+		saved, err = send(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("save lead %s: %w", run.LeadID, err)
 	}

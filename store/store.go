@@ -117,9 +117,46 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	// again. Once ctx is done the rollback fails at once and the connection
 	// is closed, which is what a connection whose statement timed out
 	// deserves.
-	defer func() { _ = tx.Rollback(ctx) }()
+	committing := false
+	defer func() {
+		if !committing {
+			_ = tx.Rollback(ctx)
+		}
+	}()
 	if err := fn(tx); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	committing = true
+	_, err = uncancelled(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, tx.Commit(ctx) })
+	return err
+}
+
+// uncancelled runs fn, which commits, with ctx's values but never
+// cancelled, and returns when fn does or ctx ends, whichever is first.
+//
+// pgx cancels the statement of a context that ends (it sends PostgreSQL a
+// cancel request), and a commit waiting for a synchronous standby that is
+// cancelled is committed on the primary all the same: PostgreSQL only
+// warns, every later transaction there sees it, and the standby may never
+// get it, so that a failover loses what was answered from it. Left alone,
+// the commit ends when the standby has it or the primary goes away. The
+// caller stops waiting at ctx's end all the same, the outcome unknown to
+// it, as after a lost connection.
+func uncancelled[T any](ctx context.Context, fn func(context.Context) (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := fn(context.WithoutCancel(ctx))
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
 }

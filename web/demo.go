@@ -28,8 +28,8 @@ type DemoConfig struct {
 	Timeout, Wait time.Duration
 }
 
-// pageConfig is what the demo page's script reads: where the snippet is,
-// and the options it is given.
+// pageConfig is what the demo page's script reads: where the snippet is
+// (the site's own copy), and the options it is given.
 type pageConfig struct {
 	Snippet string      `json:"snippet"`
 	Options pageOptions `json:"options"`
@@ -42,13 +42,16 @@ type pageOptions struct {
 	Wait           int64  `json:"wait,omitempty"`    // s
 }
 
-// Demo returns the demo site: at / a lead form that imports the snippet
-// from the api and sends through it, with its style sheet and script; and
-// /not-sent, where the form's plain POST lands when the snippet did not
-// run, telling the visitor plainly that nothing was sent (the api itself
-// would answer a form-encoded POST 415 unsupported_media_type, a JSON error
-// no visitor should see). The pages allow scripts and connections to the
-// api's origin only (Content-Security-Policy).
+// Demo returns the demo site: at / a lead form with two questions of its
+// own (budget, team size) and a honeypot, that sends through the snippet,
+// with its style sheet and script; the snippet itself at /leadintake.js,
+// hosted beside the page as the README recommends, so that the page loads
+// and keeps an enquiry while the api is out of reach; and /not-sent, where
+// the form's plain POST lands when the snippet did not run, telling the
+// visitor plainly that nothing was sent (the api itself would answer a
+// form-encoded POST 415 unsupported_media_type, a JSON error no visitor
+// should see). The pages run the site's own scripts only and connect to
+// the api's origin only (Content-Security-Policy).
 func Demo(cfg DemoConfig) (http.Handler, error) {
 	api, err := url.Parse(cfg.API)
 	if err != nil || (api.Scheme != "http" && api.Scheme != "https") || api.Host == "" || api.RawQuery != "" || api.Fragment != "" {
@@ -59,7 +62,7 @@ func Demo(cfg DemoConfig) (http.Handler, error) {
 	}
 	base := strings.TrimRight(cfg.API, "/")
 	page := pageConfig{
-		Snippet: base + "/v1/sdk/leadintake.js",
+		Snippet: "/leadintake.js",
 		Options: pageOptions{API: base, PublishableKey: cfg.PublishableKey, Timeout: cfg.Timeout.Milliseconds(), Wait: int64(cfg.Wait / time.Second)},
 	}
 	tmpl, err := template.ParseFS(demoFiles, "demo/index.html")
@@ -78,7 +81,7 @@ func Demo(cfg DemoConfig) (http.Handler, error) {
 		return b
 	}
 	apiOrigin := api.Scheme + "://" + api.Host
-	csp := "default-src 'none'; script-src 'self' " + apiOrigin + "; connect-src " + apiOrigin +
+	csp := "default-src 'none'; script-src 'self'; connect-src " + apiOrigin +
 		"; style-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
 	mux := http.NewServeMux()
@@ -100,6 +103,7 @@ func Demo(cfg DemoConfig) (http.Handler, error) {
 	serve("GET /{$}", html, http.StatusOK, index.Bytes())
 	serve("GET /demo.css", "text/css; charset=utf-8", http.StatusOK, read("demo.css"))
 	serve("GET /demo.js", "text/javascript; charset=utf-8", http.StatusOK, read("demo.js"))
+	serve("GET /leadintake.js", "text/javascript; charset=utf-8", http.StatusOK, SnippetSource())
 	notSent := read("not-sent.html")
 	serve("GET /not-sent", html, http.StatusOK, notSent)
 	// The form's plain POST: nothing is read, stored or logged; the visitor

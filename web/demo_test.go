@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"regexp"
@@ -45,26 +46,31 @@ func TestDemo(t *testing.T) {
 		if err := json.Unmarshal([]byte(m[1]), &cfg); err != nil {
 			t.Fatalf("configuration %s: %v", m[1], err)
 		}
-		if cfg.Snippet != "http://127.0.0.1:8080/v1/sdk/leadintake.js" || cfg.Options.API != "http://127.0.0.1:8080" ||
+		if cfg.Snippet != "/leadintake.js" || cfg.Options.API != "http://127.0.0.1:8080" ||
 			cfg.Options.PublishableKey != "pk_demo_0123456789abcdef" || cfg.Options.Timeout != 90000 || cfg.Options.Wait != 5 {
 			t.Errorf("configuration %+v", cfg)
 		}
 		// Usable, and honest, without the snippet: a plain POST to a page
 		// that says nothing was sent.
-		for _, want := range []string{`action="/not-sent" method="post"`, "<noscript>", `aria-live="polite"`, `<label for="email">`} {
+		for _, want := range []string{`action="/not-sent" method="post"`, "<noscript>", `aria-live="polite"`, `<label for="email">`,
+			`name="budget"`, `name="team_size"`, `data-leadintake-honeypot aria-hidden="true"`} {
 			if !strings.Contains(page, want) {
 				t.Errorf("the page lacks %s", want)
 			}
 		}
 		csp := res.Header().Get("Content-Security-Policy")
-		if !strings.Contains(csp, "script-src 'self' http://127.0.0.1:8080;") || !strings.Contains(csp, "connect-src http://127.0.0.1:8080;") {
-			t.Errorf("Content-Security-Policy %q does not let the page reach the api", csp)
+		if !strings.Contains(csp, "script-src 'self';") || !strings.Contains(csp, "connect-src http://127.0.0.1:8080;") {
+			t.Errorf("Content-Security-Policy %q: want the site's own scripts, and connections to the api", csp)
 		}
 	})
 
 	t.Run("Assets", func(t *testing.T) {
 		t.Parallel()
-		for path, ct := range map[string]string{"/demo.js": "text/javascript; charset=utf-8", "/demo.css": "text/css; charset=utf-8"} {
+		// The site hosts its own copy of the snippet, byte for byte the api's.
+		if res := get(t, h, http.MethodGet, "/leadintake.js"); res.Code != http.StatusOK || !bytes.Equal(res.Body.Bytes(), web.SnippetSource()) {
+			t.Errorf("GET /leadintake.js: %d, %d bytes", res.Code, res.Body.Len())
+		}
+		for path, ct := range map[string]string{"/demo.js": "text/javascript; charset=utf-8", "/demo.css": "text/css; charset=utf-8", "/leadintake.js": "text/javascript; charset=utf-8"} {
 			if res := get(t, h, http.MethodGet, path); res.Code != http.StatusOK || res.Header().Get("Content-Type") != ct || res.Body.Len() == 0 {
 				t.Errorf("GET %s: %d %q", path, res.Code, res.Header().Get("Content-Type"))
 			}

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +32,9 @@ const testPK = "pk_test_0123456789abcdef"
 // refused Supersedes) happen on cue.
 type scriptedAPI struct {
 	url string
+	// module is the URL the page imports the snippet from: its own, unless
+	// a test shares another's module instance (and its memory).
+	module string
 
 	mu      sync.Mutex
 	answers []scripted
@@ -45,7 +50,7 @@ type scripted struct {
 
 // sent is one request a scriptedAPI received.
 type sent struct {
-	Method, Path, Key, Supersedes, Prefer, Body string
+	Method, Path, Key, Supersedes, Prefer, Body, Signals string
 }
 
 func newScriptedAPI(t *testing.T, answers ...scripted) *scriptedAPI {
@@ -59,10 +64,12 @@ func newScriptedAPI(t *testing.T, answers ...scripted) *scriptedAPI {
 		}
 		h := w.Header()
 		h.Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
-		h.Set("Access-Control-Expose-Headers", "Idempotency-Key, Location, Retry-After")
+		h.Set("Access-Control-Expose-Headers", "Idempotency-Key, Idempotent-Replayed, Location, Retry-After")
 		if r.Method == http.MethodOptions {
 			h.Set("Access-Control-Allow-Methods", "GET, POST")
-			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, Supersedes, Prefer")
+			// The contract's list: a header the snippet sends beyond it
+			// fails the preflight, and with it every POST.
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, Supersedes, Prefer, X-Request-Id, Form-Signals, traceparent, tracestate")
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
@@ -71,6 +78,7 @@ func newScriptedAPI(t *testing.T, answers ...scripted) *scriptedAPI {
 		a.got = append(a.got, sent{
 			Method: r.Method, Path: r.URL.Path, Key: r.Header.Get("Idempotency-Key"),
 			Supersedes: r.Header.Get("Supersedes"), Prefer: r.Header.Get("Prefer"), Body: string(body),
+			Signals: r.Header.Get("Form-Signals"),
 		})
 		next := scripted{status: http.StatusBadRequest, body: `{"error":{"code":"script_exhausted","message":"no more answers"}}`}
 		if len(a.answers) > 0 {
@@ -86,6 +94,7 @@ func newScriptedAPI(t *testing.T, answers ...scripted) *scriptedAPI {
 	}))
 	t.Cleanup(srv.Close)
 	a.url = srv.URL
+	a.module = srv.URL + "/v1/sdk/leadintake.js"
 	return a
 }
 
@@ -113,6 +122,7 @@ type outcome struct {
 	Saved   bool     `json:"saved"`
 	Key     string   `json:"key"`
 	Events  []string `json:"events"`
+	Stored  []string `json:"stored"`  // the localStorage record at each event, "" for none
 	Pending string   `json:"pending"` // the localStorage record, "" for none
 }
 
@@ -120,32 +130,73 @@ type outcome struct {
 // statement run first, such as one that writes localStorage).
 func submitIn(t *testing.T, tab context.Context, api *scriptedAPI, lead string, timeout time.Duration, setup string) outcome {
 	t.Helper()
+	return runIn(t, tab, api, "m.submitLead({...opts, lead: "+lead+"})", timeout, setup)
+}
+
+// runIn evaluates call, a promise of an Answer made with the module m and
+// the options opts (the api, the key, the progress target, timeout and
+// wait), in the page against api, after setup. Beside each progress event
+// it records what localStorage holds for the enquiry at that moment.
+func runIn(t *testing.T, tab context.Context, api *scriptedAPI, call string, timeout time.Duration, setup string) outcome {
+	t.Helper()
 	script := fmt.Sprintf(`(async () => {
 		%s;
 		const m = await import(%q);
-		const events = [], target = new EventTarget();
-		target.addEventListener(m.PROGRESS_EVENT, (e) => events.push([e.detail.state, e.detail.reason ?? "", e.detail.wait ?? ""].join(" ").trim()));
+		const events = [], stored = [], target = new EventTarget(), name = %q;
+		target.addEventListener(m.PROGRESS_EVENT, (e) => {
+			events.push([e.detail.state, e.detail.reason ?? "", e.detail.wait ?? ""].join(" ").trim());
+			stored.push(localStorage.getItem(name) ?? "");
+		});
+		const opts = { api: %q, publishableKey: %q, target, timeout: %d, wait: 3 };
 		let out;
 		try {
-			out = { answer: await m.submitLead({ api: %q, publishableKey: %q, lead: %s, target, timeout: %d, wait: 3 }) };
+			out = { answer: await %s };
 		} catch (e) {
 			out = { error: e.name, saved: e.saved, key: e.key };
 		}
 		out.events = events;
-		out.pending = localStorage.getItem(%q) ?? "";
+		out.stored = stored;
+		out.pending = localStorage.getItem(name) ?? "";
 		return JSON.stringify(out);
-	})()`, setup, api.url+"/v1/sdk/leadintake.js", api.url, testPK, lead, timeout.Milliseconds(), "leadintake:"+testPK+":enquiry")
+	})()`, setup, api.module, storageKey, api.url, testPK, timeout.Milliseconds(), call)
 	ctx, cancel := context.WithTimeout(tab, 2*testkit.Patience)
 	defer cancel()
 	res, err := chromedp.Run(ctx, chromedp.Evaluate[string](script, chromedp.EvalAwaitPromise))
 	if err != nil {
-		t.Fatalf("submitLead in the browser: %v", err)
+		t.Fatalf("%s in the browser: %v", call, err)
 	}
 	var out outcome
 	if err := json.Unmarshal([]byte(res), &out); err != nil {
-		t.Fatalf("submitLead's outcome %s: %v", res, err)
+		t.Fatalf("the outcome %s: %v", res, err)
 	}
 	return out
+}
+
+// storageKey is where the snippet keeps the enquiry of testPK's default
+// name.
+const storageKey = "leadintake:" + testPK + ":enquiry"
+
+// record is the snippet's localStorage record of an enquiry.
+type record struct {
+	V          int     `json:"v"`
+	Key        string  `json:"key"`
+	At         float64 `json:"at"`
+	Body       *string `json:"body"`
+	Supersedes *string `json:"supersedes"`
+	Acked      bool    `json:"acked"`
+}
+
+// parseRecord reads a record; "" is none.
+func parseRecord(t *testing.T, s string) *record {
+	t.Helper()
+	if s == "" {
+		return nil
+	}
+	var r record
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		t.Fatalf("the stored record %s: %v", s, err)
+	}
+	return &r
 }
 
 // browserTab starts Chromium on an empty page of an origin of its own, or
@@ -173,6 +224,20 @@ const (
 	// clearStorage starts a case with no pending enquiry.
 	clearStorage = "localStorage.clear()"
 )
+
+// acceptedReplayed is a 202 for key as the api sends it, with its
+// Idempotent-Replayed.
+func acceptedReplayed(key, replayed string) scripted {
+	a := accepted(key)
+	a.header["Idempotent-Replayed"] = replayed
+	return a
+}
+
+// jsQuote quotes s as a JavaScript string literal.
+func jsQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
 
 func accepted(key string) scripted {
 	return scripted{status: http.StatusAccepted, header: map[string]string{"Location": "/v1/operations/" + key, "Retry-After": "1"},
@@ -290,6 +355,162 @@ func TestSnippetInBrowser(t *testing.T) {
 		}
 		if last := out.Events[len(out.Events)-1]; last != "uncertain" {
 			t.Errorf("events %q, want uncertain last", out.Events)
+		}
+	})
+
+	// Before the api acknowledges the enquiry the record holds its body, so
+	// that a retry sends the same bytes; from the 202 on only the key;
+	// after the final answer nothing.
+	t.Run("WhatItKeeps", func(t *testing.T) {
+		api := newScriptedAPI(t,
+			scripted{status: http.StatusServiceUnavailable, header: map[string]string{"Retry-After": "1"}, body: `{"error":{"code":"store_unavailable","message":"x"}}`},
+			acceptedReplayed("kept-key-0001", "false"),
+			scripted{status: http.StatusOK, body: `{"idempotency_key":"k","state":"processing","lead_id":"L1","response":null}`},
+			scripted{status: http.StatusOK, body: `{"idempotency_key":"k","state":"completed","lead_id":"L1","response":{"status":201,"body":{"status":"completed","lead_id":"L1"}}}`},
+		)
+		out := submitIn(t, tab, api, lead, time.Minute, clearStorage)
+		want := []string{"saving", "retrying busy 1000", "saving", "waiting", "waiting", "done"}
+		if out.Answer == nil || out.Answer.Status != "completed" || !slices.Equal(out.Events, want) || len(out.Stored) != len(want) {
+			t.Fatalf("outcome %+v, want completed after events %q", out, want)
+		}
+		key := out.Answer.Key
+		for i, event := range out.Events {
+			rec := parseRecord(t, out.Stored[i])
+			switch event {
+			case "saving", "retrying busy 1000":
+				if rec == nil || rec.Key != key || rec.Acked || rec.Body == nil || *rec.Body != leadJSON {
+					t.Errorf("at %q, before the api acknowledged it, the record is %s; want the key %s with the body", event, out.Stored[i], key)
+				}
+			case "waiting":
+				if rec == nil || rec.Key != key || !rec.Acked || rec.Body != nil || strings.Contains(out.Stored[i], "ada@example.com") {
+					t.Errorf("at %q, after the 202, the record is %s; want the key %s alone", event, out.Stored[i], key)
+				}
+			case "done":
+				if rec != nil {
+					t.Errorf("after the final answer the record is %s; want none", out.Stored[i])
+				}
+			}
+		}
+	})
+
+	// Once the api has the enquiry, sending it again from the same page
+	// (an uncertain outcome, the visitor presses Send again) polls its key:
+	// the page still knows the body, the storage does not.
+	t.Run("AfterAcknowledgementTheSameEnquiryIsPolled", func(t *testing.T) {
+		processing := scripted{status: http.StatusOK, body: `{"idempotency_key":"k","state":"processing","lead_id":"L5","response":null}`}
+		api := newScriptedAPI(t, acceptedReplayed("polled-key-0001", "false"), processing, processing, processing, processing)
+		out := submitIn(t, tab, api, lead, 2500*time.Millisecond, clearStorage)
+		rec := parseRecord(t, out.Pending)
+		if out.Error != "OutcomeUnknown" || !out.Saved || rec == nil || rec.Key != out.Key || !rec.Acked || rec.Body != nil {
+			t.Fatalf("outcome %+v; want OutcomeUnknown, saved, the key alone stored", out)
+		}
+		key := out.Key
+		api2 := newScriptedAPI(t, scripted{status: http.StatusOK,
+			body: `{"idempotency_key":"k","state":"completed","lead_id":"L5","response":{"status":201,"body":{"status":"completed","lead_id":"L5"}}}`})
+		// The same module as the first run's: the same page's memory.
+		api2.module = api.module
+		out = runIn(t, tab, api2, "m.submitLead({...opts, lead: "+lead+"})", time.Minute, "")
+		got := api2.requests()
+		if out.Answer == nil || out.Answer.Status != "completed" || out.Answer.Key != key || len(got) != 1 ||
+			got[0].Method != http.MethodGet || got[0].Path != "/v1/operations/"+key || out.Pending != "" {
+			t.Fatalf("outcome %+v, requests %+v; want one poll of %s, completed, nothing stored", out, got, key)
+		}
+	})
+
+	// After a reload the stored key is all there is: it is polled, never
+	// sent again, and the form cannot be filled back.
+	t.Run("AReloadAfterAcknowledgementPolls", func(t *testing.T) {
+		api := newScriptedAPI(t,
+			scripted{status: http.StatusOK, body: `{"idempotency_key":"k","state":"processing","lead_id":"L6","response":null}`},
+			scripted{status: http.StatusOK, body: `{"idempotency_key":"k","state":"completed","lead_id":"L6","response":{"status":201,"body":{"status":"completed","lead_id":"L6"}}}`},
+		)
+		setup := `localStorage.setItem(` + jsQuote(storageKey) + `, JSON.stringify({v: 1, key: "acked-key-0001", at: Date.now(), acked: true}))`
+		pending := runIn(t, tab, api, "Promise.resolve(m.pendingLead(opts))", time.Minute, setup)
+		if p := pending.Answer; p == nil || p.Key != "acked-key-0001" {
+			t.Fatalf("pendingLead: %+v", pending)
+		}
+		out := runIn(t, tab, api, "m.resumeLead(opts)", time.Minute, "")
+		got := api.requests()
+		if out.Answer == nil || out.Answer.Status != "completed" || out.Answer.Key != "acked-key-0001" || out.Pending != "" || len(got) != 2 {
+			t.Fatalf("outcome %+v, requests %+v; want two polls, completed, nothing stored", out, got)
+		}
+		for _, r := range got {
+			if r.Method != http.MethodGet || r.Path != "/v1/operations/acked-key-0001" {
+				t.Errorf("request %+v, want a poll of the stored key", r)
+			}
+		}
+		if want := []string{"waiting", "waiting", "done"}; !slices.Equal(out.Events, want) {
+			t.Errorf("events %q, want %q", out.Events, want)
+		}
+	})
+
+	// A quarantined enquiry's final answer, 200 received, is final: the
+	// page shows its thanks, and nothing is kept.
+	t.Run("ReceivedIsFinal", func(t *testing.T) {
+		api := newScriptedAPI(t, scripted{status: http.StatusOK, header: map[string]string{"Idempotent-Replayed": "false"},
+			body: `{"status":"received","lead_id":"L9"}`})
+		out := submitIn(t, tab, api, lead, time.Minute, clearStorage)
+		if out.Answer == nil || out.Answer.Status != "received" || out.Answer.LeadID != "L9" || out.Answer.HTTPStatus != 200 ||
+			out.Pending != "" || len(api.requests()) != 1 || out.Events[len(out.Events)-1] != "done" {
+			t.Fatalf("outcome %+v; want received L9 200, done, nothing stored, one request", out)
+		}
+	})
+
+	// Every POST carries Form-Signals, read afresh: hp, t since shownAt,
+	// and the captcha token as a structured-field string.
+	t.Run("FormSignals", func(t *testing.T) {
+		api := newScriptedAPI(t,
+			scripted{status: http.StatusServiceUnavailable, header: map[string]string{"Retry-After": "2"}, body: `{"error":{"code":"store_unavailable","message":"x"}}`},
+			scripted{status: http.StatusCreated, body: `{"status":"completed","lead_id":"L7"}`},
+		)
+		call := `m.submitLead({...opts, lead: ` + lead + `, shownAt: Date.now() - 5000, honeypot: () => true, captcha: () => 'to"k\\en'})`
+		out := runIn(t, tab, api, call, time.Minute, clearStorage)
+		got := api.requests()
+		if out.Answer == nil || out.Answer.Status != "completed" || len(got) != 2 {
+			t.Fatalf("outcome %+v, requests %+v", out, got)
+		}
+		var ts []int
+		for _, r := range got {
+			m := regexp.MustCompile(`^hp=\?1, t=([0-9]+), captcha="to\\"k\\\\en"$`).FindStringSubmatch(r.Signals)
+			if m == nil {
+				t.Fatalf("Form-Signals %q, want hp=?1, t=<seconds>, captcha=\"to\\\"k\\\\en\"", r.Signals)
+			}
+			n, _ := strconv.Atoi(m[1])
+			ts = append(ts, n)
+		}
+		if ts[0] < 5 || ts[1] < ts[0]+2 {
+			t.Errorf("t %v: want at least 5, then at least 2 more (the Retry-After)", ts)
+		}
+
+		api = newScriptedAPI(t, scripted{status: http.StatusCreated, body: `{"status":"completed","lead_id":"L8"}`})
+		out = runIn(t, tab, api, `m.submitLead({...opts, lead: `+lead+`, shownAt: Date.now(), captcha: "caf\u00e9"})`, time.Minute, clearStorage)
+		if got := api.requests(); out.Answer == nil || len(got) != 1 || !regexp.MustCompile(`^hp=\?0, t=[0-9]+$`).MatchString(got[0].Signals) {
+			t.Fatalf("outcome %+v, requests %+v; want hp=?0 and t, and no captcha a structured-field string cannot carry", out, got)
+		}
+	})
+
+	// Records older than a week are deleted when the snippet loads; the
+	// rest of localStorage is left alone.
+	t.Run("OldRecordsAreDeletedOnLoad", func(t *testing.T) {
+		api := newScriptedAPI(t)
+		week := (7 * 24 * time.Hour).Milliseconds()
+		script := fmt.Sprintf(`(async () => {
+			localStorage.clear();
+			localStorage.setItem("leadintake:pk_a:old", JSON.stringify({v: 1, key: "old-key-0001", at: Date.now() - %d - 60000, acked: true}));
+			localStorage.setItem("leadintake:pk_a:new", JSON.stringify({v: 1, key: "new-key-0001", at: Date.now() - %d + 600000, body: "{}"}));
+			localStorage.setItem("leadintake:pk_a:junk", "not json");
+			localStorage.setItem("someone-else", "keep me");
+			await import(%q + "?fresh=" + Math.random());
+			return JSON.stringify(Object.keys(localStorage).sort());
+		})()`, week, week, api.url+"/v1/sdk/leadintake.js")
+		ctx, cancel := context.WithTimeout(tab, 2*testkit.Patience)
+		defer cancel()
+		res, err := chromedp.Run(ctx, chromedp.Evaluate[string](script, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res != `["leadintake:pk_a:new","someone-else"]` {
+			t.Errorf("after the snippet loaded localStorage holds %s; want the recent record and the page's own", res)
 		}
 	})
 }

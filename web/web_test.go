@@ -3,9 +3,11 @@ package web_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -94,8 +96,53 @@ func TestSnippet(t *testing.T) {
 		_, _ = io.Copy(w, bytes.NewReader(body))
 		_ = w.Close()
 		t.Logf("leadintake.js: %d bytes, %d gzipped", len(body), gz.Len())
-		if gz.Len() > 10<<10 {
-			t.Errorf("leadintake.js is %d bytes gzipped, over 10 KiB", gz.Len())
+		if gz.Len() >= 12000 {
+			t.Errorf("leadintake.js is %d bytes gzipped, not under 12 KB", gz.Len())
+		}
+	})
+
+	// The unversioned file names its version, and that version's URL
+	// serves the same bytes, for good; no other version is served.
+	t.Run("Versioned", func(t *testing.T) {
+		t.Parallel()
+		version := hdr.Get("Leadintake-Snippet-Version")
+		if version != web.SnippetVersion || !regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`).MatchString(version) {
+			t.Fatalf("Leadintake-Snippet-Version %q, want the package's %q", version, web.SnippetVersion)
+		}
+		path := "/v1/sdk/leadintake@" + version + ".js"
+		res := get(t, h, http.MethodGet, path)
+		if res.Code != http.StatusOK || !bytes.Equal(res.Body.Bytes(), body) {
+			t.Fatalf("GET %s: %d with %d bytes, want 200 and the unversioned file's %d", path, res.Code, res.Body.Len(), len(body))
+		}
+		for name, want := range map[string]string{
+			"Cache-Control":               "public, max-age=31536000, immutable",
+			"Content-Type":                "text/javascript; charset=utf-8",
+			"Access-Control-Allow-Origin": "*",
+			"ETag":                        etag,
+			"Leadintake-Snippet-Version":  version,
+		} {
+			if got := res.Header().Get(name); got != want {
+				t.Errorf("GET %s: %s %q, want %q", path, name, got, want)
+			}
+		}
+		if res := get(t, h, http.MethodHead, path); res.Code != http.StatusOK || res.Body.Len() != 0 {
+			t.Errorf("HEAD %s: %d with %d bytes", path, res.Code, res.Body.Len())
+		}
+		if res := get(t, h, http.MethodGet, path, "If-None-Match", etag); res.Code != http.StatusNotModified {
+			t.Errorf("GET %s with its ETag: %d, want 304", path, res.Code)
+		}
+		for _, other := range []string{"0.0.1", version + "-rc1", "latest", "", version + ".js"} {
+			res := get(t, h, http.MethodGet, "/v1/sdk/leadintake@"+other+".js")
+			var e struct {
+				Error struct{ Code, Message string }
+			}
+			if res.Code != http.StatusNotFound || res.Header().Get("Content-Type") != "application/json" ||
+				json.Unmarshal(res.Body.Bytes(), &e) != nil || e.Error.Code != "not_found" || e.Error.Message == "" {
+				t.Errorf("GET leadintake@%s.js: %d %q %s, want 404 with the API's error body", other, res.Code, res.Header().Get("Content-Type"), res.Body)
+			}
+			if res := get(t, h, http.MethodHead, "/v1/sdk/leadintake@"+other+".js"); res.Code != http.StatusNotFound || res.Body.Len() != 0 {
+				t.Errorf("HEAD leadintake@%s.js: %d with %d bytes, want 404 without a body", other, res.Code, res.Body.Len())
+			}
 		}
 	})
 }

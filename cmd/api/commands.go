@@ -26,20 +26,20 @@ import (
 
 // commandConfig is the environment of the operator commands.
 type commandConfig struct {
-	DatabaseURL string `env:"DATABASE_URL,required" desc:"PostgreSQL URL"`
-	APIClients  string `env:"API_CLIENTS" desc:"as for api: the clients"`
-	ClientsFile string `env:"CLIENTS_FILE" desc:"as for api: the clients file (an erasure announces the finishes it makes to the client's callback)"`
-	Retention
+	DatabaseURL string `envconfig:"DATABASE_URL" required:"true" desc:"PostgreSQL URL"`
+	APIClients  string `envconfig:"API_CLIENTS" desc:"as for api: the clients"`
+	ClientsFile string `envconfig:"CLIENTS_FILE" desc:"as for api: the clients file (an erasure announces the finishes it makes to the client's callback)"`
+	service.PersonalData
 }
 
 // operatorFor opens what the commands need: a pool, an insert-only River
 // client, the store. close releases them.
-func operatorFor(ctx context.Context, lookup service.LookupEnv) (op *operator.Operator, close func(), err error) {
+func operatorFor(ctx context.Context) (op *operator.Operator, close func(), err error) {
 	var cfg commandConfig
-	if err := service.Config(lookup, &cfg); err != nil {
+	if err := service.Config(&cfg); err != nil {
 		return nil, nil, fmt.Errorf("config: %w", err)
 	}
-	hashKey, err := cfg.Retention.validate()
+	hashKey, err := cfg.PersonalData.Validate()
 	if err != nil {
 		return nil, nil, fmt.Errorf("config: %w", err)
 	}
@@ -114,7 +114,7 @@ const eraseUsage = "api erase --client ID --email ADDRESS [--json]"
 // runErase is `api erase`: it erases the personal data of every lead of the
 // client with the address, at once, prints `erased N` (or {"erased": N}) and
 // exits 0, also when N is 0.
-func runErase(ctx context.Context, args []string, lookup service.LookupEnv, stdout io.Writer) error {
+func runErase(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("erase", flag.ContinueOnError)
 	clientID := fs.String("client", "", "the client whose leads to erase")
 	email := fs.String("email", "", "the email address, compared lower-cased whole")
@@ -128,7 +128,7 @@ func runErase(ctx context.Context, args []string, lookup service.LookupEnv, stdo
 	case *clientID == "" || *email == "":
 		return &service.UsageError{Msg: "erase needs --client and --email", Usage: eraseUsage}
 	}
-	op, closeOp, err := operatorFor(ctx, lookup)
+	op, closeOp, err := operatorFor(ctx)
 	if err != nil {
 		return err
 	}
@@ -136,6 +136,10 @@ func runErase(ctx context.Context, args []string, lookup service.LookupEnv, stdo
 	n, err := op.Erase(ctx, *clientID, *email, store.ErasureByCommand)
 	if errors.Is(err, operator.ErrBadEmail) {
 		return &service.UsageError{Msg: "--email: " + err.Error(), Usage: eraseUsage}
+	}
+	if errors.Is(err, operator.ErrUnknownClient) {
+		// The id is not repeated: the operator has it in front of them.
+		return errors.New("--client: no such client in API_CLIENTS or CLIENTS_FILE; nothing was erased")
 	}
 	if err != nil {
 		return err
@@ -153,7 +157,7 @@ const keysUsage = `api keys list [--client ID] [--state STATE] [--older-than DUR
        api keys settle --client ID KEY (--crm-id CRMID | --not-found) [--json]`
 
 // runKeys is `api keys list|show|settle`.
-func runKeys(ctx context.Context, args []string, lookup service.LookupEnv, stdout io.Writer) error {
+func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return &service.UsageError{Msg: "keys needs list, show or settle", Usage: keysUsage}
 	}
@@ -176,7 +180,7 @@ func runKeys(ctx context.Context, args []string, lookup service.LookupEnv, stdou
 		case *limit < 1:
 			return &service.UsageError{Msg: "--limit must be at least 1", Usage: keysUsage}
 		}
-		op, closeOp, err := operatorFor(ctx, lookup)
+		op, closeOp, err := operatorFor(ctx)
 		if err != nil {
 			return err
 		}
@@ -218,7 +222,7 @@ func runKeys(ctx context.Context, args []string, lookup service.LookupEnv, stdou
 			return &service.UsageError{Msg: "--crm-id and --not-found are for settle", Usage: keysUsage}
 		}
 		key := rest[0]
-		op, closeOp, err := operatorFor(ctx, lookup)
+		op, closeOp, err := operatorFor(ctx)
 		if err != nil {
 			return err
 		}
@@ -326,7 +330,7 @@ const leadsUsage = `api leads redrive --client ID KEY... [--json]
 // runLeads is `api leads redrive`: it re-opens failed keys as a retry of
 // each would, prints `redriven N` (or {"redriven": N, "keys": [...]}), and
 // names on stderr each named key that did not qualify (exit 1 then).
-func runLeads(ctx context.Context, args []string, lookup service.LookupEnv, stdout, stderr io.Writer) error {
+func runLeads(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "redrive" {
 		return &service.UsageError{Msg: "leads needs redrive", Usage: leadsUsage}
 	}
@@ -353,7 +357,7 @@ func runLeads(ctx context.Context, args []string, lookup service.LookupEnv, stdo
 	case *since != 0 && *outcome == "":
 		return &service.UsageError{Msg: "--since is for --outcome", Usage: leadsUsage}
 	}
-	op, closeOp, err := operatorFor(ctx, lookup)
+	op, closeOp, err := operatorFor(ctx)
 	if err != nil {
 		return err
 	}

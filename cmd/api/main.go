@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -34,47 +33,29 @@ func main() { service.Main("api", run) }
 // config is the api's environment.
 type config struct {
 	service.Common
-	APIAddr   string `env:"API_ADDR" envDefault:":8080" desc:"public listener"`
-	AdminAddr string `env:"ADMIN_ADDR" envDefault:"127.0.0.1:8081" desc:"operators' listener: /metrics, and River UI under /riverui/ (served only with ADMIN_USER and ADMIN_PASSWORD)"`
+	APIAddr   string `envconfig:"API_ADDR" default:":8080" desc:"public listener"`
+	AdminAddr string `envconfig:"ADMIN_ADDR" default:"127.0.0.1:8081" desc:"operators' listener: /metrics, and River UI under /riverui/ (served only with ADMIN_USER and ADMIN_PASSWORD)"`
 	// APIClients is parsed after the rest: a parse error must not quote
 	// it (a hash list, or a token pasted by mistake).
-	APIClients      string        `env:"API_CLIENTS" desc:"comma-separated client_id=sha256hex(token) entries; required unless CLIENTS_FILE is set"`
-	ClientsFile     string        `env:"CLIENTS_FILE" desc:"path of the clients file (tokens, publishable keys, callbacks, webhook secrets); read again on SIGHUP"`
-	PublicRateLimit string        `env:"PUBLIC_RATE_LIMIT" envDefault:"20/m" desc:"new submissions per publishable key and client IP, per api process (N/s, N/m, N/h)"`
-	TrustedProxies  string        `env:"TRUSTED_PROXIES" desc:"comma-separated CIDRs whose X-Forwarded-For is believed when finding a client IP"`
-	AllowedSources  []string      `env:"ALLOWED_SOURCES" envDefault:"website,linkedin,referral,ads,event" desc:"allowed values of a lead's source; empty allows any"`
-	MaxBodyBytes    int64         `env:"MAX_BODY_BYTES" envDefault:"65536" desc:"larger bodies get 413"`
-	RequestTimeout  time.Duration `env:"REQUEST_TIMEOUT" envDefault:"5s" desc:"bound on one request's database work; past it 503"`
-	JobMaxAttempts  int           `env:"JOB_MAX_ATTEMPTS" envDefault:"12" desc:"attempts of a lead job (set on each job the api enqueues)"`
-	MaxWait         time.Duration `env:"MAX_WAIT" envDefault:"30s" desc:"the longest a Prefer: wait request is held"`
-	Retention
-}
-
-// Retention is the personal-data environment both serving processes and
-// `api erase` read.
-type Retention struct {
-	PIIHashKey    string        `env:"PII_HASH_KEY,required" desc:"at least 32 bytes: keys every hash of personal data (the look-up of leads by email, the erasure record)"`
-	KeyRetention  time.Duration `env:"KEY_RETENTION" envDefault:"168h" desc:"how long a finished key is kept after it finished"`
-	LeadRetention time.Duration `env:"LEAD_RETENTION" envDefault:"720h" desc:"how long a finished lead keeps its personal data (at least KEY_RETENTION)"`
-}
-
-// validate checks the retentions and parses the hash key.
-func (r *Retention) validate() (lead.HashKey, error) {
-	switch {
-	case r.KeyRetention <= 0:
-		return nil, errors.New("KEY_RETENTION must be positive")
-	case r.LeadRetention < r.KeyRetention:
-		return nil, errors.New("LEAD_RETENTION must be at least KEY_RETENTION: a key that outlives its lead's data could be re-opened with nothing to send")
-	}
-	key, err := lead.ParseHashKey(r.PIIHashKey)
-	if err != nil {
-		return nil, fmt.Errorf("PII_HASH_KEY: %w", err)
-	}
-	return key, nil
+	APIClients      string        `envconfig:"API_CLIENTS" desc:"comma-separated client_id=sha256hex(token) entries; required unless CLIENTS_FILE is set"`
+	ClientsFile     string        `envconfig:"CLIENTS_FILE" desc:"path of the clients file (tokens, publishable keys, callbacks, webhook secrets); read again on SIGHUP"`
+	PublicRateLimit string        `envconfig:"PUBLIC_RATE_LIMIT" default:"20/m" desc:"new submissions per publishable key and client IP, per api process (N/s, N/m, N/h)"`
+	TrustedProxies  string        `envconfig:"TRUSTED_PROXIES" desc:"comma-separated CIDRs whose X-Forwarded-For is believed when finding a client IP"`
+	AllowedSources  []string      `envconfig:"ALLOWED_SOURCES" default:"website,linkedin,referral,ads,event" desc:"allowed values of a lead's source; empty allows any"`
+	MaxBodyBytes    int64         `envconfig:"MAX_BODY_BYTES" default:"65536" desc:"larger bodies get 413"`
+	RequestTimeout  time.Duration `envconfig:"REQUEST_TIMEOUT" default:"5s" desc:"bound on one request's database work; past it 503"`
+	JobMaxAttempts  int           `envconfig:"JOB_MAX_ATTEMPTS" default:"12" desc:"attempts of a lead job (set on each job the api enqueues)"`
+	MaxWait         time.Duration `envconfig:"MAX_WAIT" default:"30s" desc:"the longest a Prefer: wait request is held"`
+	service.PersonalData
 }
 
 func (c *config) validate() error {
 	switch {
+	case c.APIAddr == "":
+		return errors.New("API_ADDR is set but empty (unset, it takes its default, :8080)")
+	case c.AdminAddr == "":
+		// Empty, net.Listen would take any port of every interface.
+		return errors.New("ADMIN_ADDR is set but empty (unset, it takes its default, 127.0.0.1:8081)")
 	case c.MaxBodyBytes <= 0:
 		return errors.New("MAX_BODY_BYTES must be positive")
 	case c.RequestTimeout <= 0:
@@ -86,7 +67,7 @@ func (c *config) validate() error {
 	case c.APIClients == "" && c.ClientsFile == "":
 		return errors.New("API_CLIENTS or CLIENTS_FILE is required")
 	}
-	if _, err := c.Retention.validate(); err != nil {
+	if _, err := c.PersonalData.Validate(); err != nil {
 		return err
 	}
 	return c.Common.Validate()
@@ -94,9 +75,9 @@ func (c *config) validate() error {
 
 // migrateConfig is the environment of `api migrate`.
 type migrateConfig struct {
-	DatabaseURL string `env:"DATABASE_URL,required" desc:"PostgreSQL URL"`
-	LogFormat   string `env:"LOG_FORMAT" envDefault:"json" desc:"json or text"`
-	LogLevel    string `env:"LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
+	DatabaseURL string `envconfig:"DATABASE_URL" required:"true" desc:"PostgreSQL URL"`
+	LogFormat   string `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
+	LogLevel    string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 }
 
 const usageHeader = `Usage: api [migrate | erase | keys]
@@ -118,26 +99,26 @@ Environment (of api; the commands read DATABASE_URL, PII_HASH_KEY, the
 retentions, API_CLIENTS and CLIENTS_FILE from it):
 `
 
-func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 1 {
 		switch a := args[1]; {
 		case service.IsHelp(a):
 			return service.Usage(stdout, usageHeader, &config{})
 		case a == "migrate" && len(args) == 2:
-			return runMigrate(ctx, lookup, stdout)
+			return runMigrate(ctx, stdout)
 		case a == "erase":
-			return runErase(ctx, args[2:], lookup, stdout)
+			return runErase(ctx, args[2:], stdout)
 		case a == "keys":
-			return runKeys(ctx, args[2:], lookup, stdout)
+			return runKeys(ctx, args[2:], stdout)
 		case a == "leads":
-			return runLeads(ctx, args[2:], lookup, stdout, stderr)
+			return runLeads(ctx, args[2:], stdout, stderr)
 		default:
 			return &service.UsageError{Msg: fmt.Sprintf("unknown argument %q (try -h)", a)}
 		}
 	}
 
 	var cfg config
-	if err := service.Config(lookup, &cfg); err != nil {
+	if err := service.Config(&cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := cfg.validate(); err != nil {
@@ -165,9 +146,9 @@ type limits struct {
 	trusted []netip.Prefix
 }
 
-func runMigrate(ctx context.Context, lookup service.LookupEnv, stdout io.Writer) error {
+func runMigrate(ctx context.Context, stdout io.Writer) error {
 	var cfg migrateConfig
-	if err := service.Config(lookup, &cfg); err != nil {
+	if err := service.Config(&cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	logger, err := service.NewLogger(stdout, cfg.LogFormat, cfg.LogLevel)
@@ -191,9 +172,7 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	if err != nil {
 		return err
 	}
-	if cfg.ClientsFile != "" {
-		p.OnSignal(syscall.SIGHUP, func() { reloadClients(p.Logger, source, clients) })
-	}
+	p.WatchClients(source, clients)
 	// An insert-only River client: no queues, never started. Its
 	// FetchCooldown bounds how often an insert also notifies the workers
 	// (River's default, 100 ms, would leave most jobs of a steady trickle
@@ -214,7 +193,7 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	if err := st.GroupClaims(store.GroupOpts{}); err != nil {
 		return p.Abort(err)
 	}
-	hashKey, _ := cfg.Retention.validate() // checked at start
+	hashKey, _ := cfg.PersonalData.Validate() // checked at start
 	p.Registry.MustRegister(intake.NewKeyStateCollector(st, p.Logger))
 	ops := &operator.Operator{
 		Store: st, River: riverClient, HashKey: hashKey, Callers: clients, KeyRetention: cfg.KeyRetention,
@@ -270,7 +249,7 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	if err != nil {
 		return p.Abort(err)
 	}
-	adminAddr, err := p.Listen("ADMIN_ADDR", cfg.AdminAddr, service.NewServer(adminHandler, service.ServerOpts{Logger: p.Logger}))
+	adminAddr, err := p.Listen("ADMIN_ADDR", cfg.AdminAddr, admin.NewServer(adminHandler, p.Logger))
 	if err != nil {
 		return p.Abort(err)
 	}
@@ -279,16 +258,6 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	err = p.Wait()
 	p.Logger.Info("api stopped")
 	return err
-}
-
-// reloadClients reads the clients file again (on SIGHUP); a bad file is
-// refused, and the clients in force stay.
-func reloadClients(logger *slog.Logger, source callers.Source, clients *callers.Holder) {
-	if err := source.Reload(clients); err != nil {
-		logger.Error("clients file refused; the clients in force stay", slog.String("error", err.Error()))
-		return
-	}
-	logger.Info("clients file read again", slog.Int("clients", clients.Set().Len()))
 }
 
 // nonEmpty drops empty entries, so that ALLOWED_SOURCES="" allows any source.

@@ -17,7 +17,9 @@ import (
 	"github.com/leadintake/leadintake/internal/testkit"
 )
 
-func TestMain(m *testing.M) { testkit.Main(m) }
+// The test binary is also the api, for the tests that run it as a process
+// with an environment of its own.
+func TestMain(m *testing.M) { testkit.MainOrProgram(m, main) }
 
 const testPIIHashKey = "cmd-api-test-pii-hash-key-0123456789"
 
@@ -39,12 +41,11 @@ func listenAddrs(t *testing.T, logs io.Reader, msg string) (string, string) {
 }
 
 // The api runs in-process: run serves until its context ends, then stops
-// cleanly.
+// cleanly. (It reads the process's environment: the test is not parallel.)
 func TestRunServesUntilCancelled(t *testing.T) {
-	t.Parallel()
 	dbURL, _ := dbtest.New(t)
 	sum := sha256.Sum256([]byte("in-process-token"))
-	env := service.MapEnv(map[string]string{
+	testkit.Environment(t, map[string]string{
 		"DATABASE_URL": dbURL, "API_ADDR": "127.0.0.1:0", "ADMIN_ADDR": "127.0.0.1:0",
 		"API_CLIENTS": "local=" + hex.EncodeToString(sum[:]), "SHUTDOWN_TIMEOUT": "5s",
 		"PII_HASH_KEY": testPIIHashKey,
@@ -53,7 +54,7 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	logs, w := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"api"}, env, w, io.Discard)
+		done <- run(ctx, []string{"api"}, w, io.Discard)
 		w.Close()
 	}()
 	addr, admin := listenAddrs(t, logs, "api listening")
@@ -105,22 +106,41 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	}
 }
 
+// Bad configuration: the api, run as a process with an environment of its
+// own, exits 1 with one line naming the variable, and never its value.
 func TestRunRefusesBadConfiguration(t *testing.T) {
 	t.Parallel()
+	const (
+		db      = "DATABASE_URL=postgres://x@127.0.0.1:1/x"
+		key     = "PII_HASH_KEY=" + testPIIHashKey
+		clients = "API_CLIENTS=a=0000000000000000000000000000000000000000000000000000000000000000"
+	)
 	for _, tt := range []struct {
 		name string
-		env  map[string]string
+		env  []string
 		want string
+		// secret must not be shown.
+		secret string
 	}{
-		{"MissingDatabase", map[string]string{"API_CLIENTS": "a=" + strings.Repeat("0", 64)}, "DATABASE_URL is required"},
-		{"BadDuration", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "PII_HASH_KEY": testPIIHashKey, "API_CLIENTS": "a=" + strings.Repeat("0", 64), "REQUEST_TIMEOUT": "soon"}, "REQUEST_TIMEOUT: not a valid Duration"},
-		{"EmptyLogLevel", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "PII_HASH_KEY": testPIIHashKey, "API_CLIENTS": "a=" + strings.Repeat("0", 64), "LOG_LEVEL": ""}, "LOG_LEVEL"},
+		{"MissingDatabase", []string{key, clients}, "DATABASE_URL is required", ""},
+		{"EmptyDatabase", []string{"DATABASE_URL=", key, clients}, "DATABASE_URL is required, and is set but empty", ""},
+		{"BadDuration", []string{db, key, clients, "REQUEST_TIMEOUT=soon"}, "REQUEST_TIMEOUT: not a valid Duration", "soon"},
+		{"EmptyDuration", []string{db, key, clients, "REQUEST_TIMEOUT="}, "REQUEST_TIMEOUT is set but empty", ""},
+		{"BadInteger", []string{db, key, clients, "MAX_BODY_BYTES=s3cr3t-Zq81"}, "MAX_BODY_BYTES: not a valid Integer", "s3cr3t-Zq81"},
+		{"EmptyLogLevel", []string{db, key, clients, "LOG_LEVEL="}, "LOG_LEVEL", ""},
+		{"ShortHashKey", []string{db, clients, "PII_HASH_KEY=short-Zq81xVb0"}, "PII_HASH_KEY", "short-Zq81xVb0"},
+		{"LeadRetentionBelowKeyRetention", []string{db, key, clients, "LEAD_RETENTION=24h"}, "LEAD_RETENTION must be at least KEY_RETENTION", ""},
+		{"EmptyAdminAddr", []string{db, key, clients, "ADMIN_ADDR="}, "ADMIN_ADDR", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := run(t.Context(), []string{"api"}, service.MapEnv(tt.env), io.Discard, io.Discard)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("run: %v, want an error with %q", err, tt.want)
+			r := testkit.RunProgram(t, tt.env)
+			line := strings.TrimSuffix(r.Stderr, "\n")
+			if r.Code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 1 and one line with %q", r.Code, r.Stderr, tt.want)
+			}
+			if tt.secret != "" && strings.Contains(r.Stderr+r.Stdout, tt.secret) {
+				t.Fatalf("the output shows the value %q: %q", tt.secret, r.Stderr)
 			}
 		})
 	}
@@ -129,21 +149,26 @@ func TestRunRefusesBadConfiguration(t *testing.T) {
 // ALLOWED_SOURCES set to nothing allows any source; unset, it takes the
 // default list.
 func TestAllowedSources(t *testing.T) {
-	t.Parallel()
 	base := map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "PII_HASH_KEY": testPIIHashKey, "API_CLIENTS": "a=" + strings.Repeat("0", 64)}
-	var cfg config
-	if err := service.Config(service.MapEnv(base), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if len(nonEmpty(cfg.AllowedSources)) != 5 {
-		t.Fatalf("unset: %q, want the default five", cfg.AllowedSources)
-	}
-	base["ALLOWED_SOURCES"] = ""
-	cfg = config{}
-	if err := service.Config(service.MapEnv(base), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if got := nonEmpty(cfg.AllowedSources); len(got) != 0 {
-		t.Fatalf("set to nothing: %q, want none (any source)", got)
-	}
+	t.Run("Unset", func(t *testing.T) {
+		testkit.Environment(t, base)
+		var cfg config
+		if err := service.Config(&cfg); err != nil {
+			t.Fatal(err)
+		}
+		if got := nonEmpty(cfg.AllowedSources); len(got) != 5 {
+			t.Fatalf("unset: %q, want the default five", got)
+		}
+	})
+	t.Run("Empty", func(t *testing.T) {
+		testkit.Environment(t, base)
+		t.Setenv("ALLOWED_SOURCES", "")
+		var cfg config
+		if err := service.Config(&cfg); err != nil {
+			t.Fatal(err)
+		}
+		if got := nonEmpty(cfg.AllowedSources); len(got) != 0 {
+			t.Fatalf("set to nothing: %q, want none (any source)", got)
+		}
+	})
 }

@@ -1,7 +1,7 @@
 // Command demosite serves the demo lead form of package web: a page of its
-// own origin that imports the snippet from the api and sends enquiries
-// through it with a publishable key, and the page its plain form POST lands
-// on without JavaScript. The demo site's origin (http://DEMO_ADDR) must be
+// own origin that hosts its own copy of the snippet and sends enquiries
+// through it to the api with a publishable key, and the page its plain form
+// POST lands on without JavaScript. The demo site's origin (http://DEMO_ADDR) must be
 // listed for the key in the api's clients file; `make run` does all of it.
 //
 // Configuration comes from the environment; `demosite -h` lists it. On start
@@ -27,12 +27,12 @@ func main() { service.Main("demosite", run) }
 
 // config is the demo site's environment.
 type config struct {
-	Addr           string        `env:"DEMO_ADDR" envDefault:"127.0.0.1:8090" desc:"listen address of the demo site; its origin must be listed for the publishable key"`
-	APIURL         string        `env:"DEMO_API_URL" envDefault:"http://127.0.0.1:8080" desc:"the api's base URL, as visitors' browsers reach it"`
-	PublishableKey string        `env:"DEMO_PUBLISHABLE_KEY,required" desc:"the demo client's publishable key (pk_...)"`
-	Timeout        time.Duration `env:"DEMO_TIMEOUT" envDefault:"60s" desc:"how long the page keeps trying before it reports the outcome unknown"`
-	LogFormat      string        `env:"LOG_FORMAT" envDefault:"json" desc:"json or text"`
-	LogLevel       string        `env:"LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
+	Addr           string        `envconfig:"DEMO_ADDR" default:"127.0.0.1:8090" desc:"listen address of the demo site; its origin must be listed for the publishable key"`
+	APIURL         string        `envconfig:"DEMO_API_URL" default:"http://127.0.0.1:8080" desc:"the api's base URL, as visitors' browsers reach it"`
+	PublishableKey string        `envconfig:"DEMO_PUBLISHABLE_KEY" required:"true" desc:"the demo client's publishable key (pk_...)"`
+	Timeout        time.Duration `envconfig:"DEMO_TIMEOUT" default:"60s" desc:"how long the page keeps trying before it reports the outcome unknown"`
+	LogFormat      string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
+	LogLevel       string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 }
 
 const usageHeader = `Usage: demosite
@@ -46,7 +46,7 @@ Environment:
 // shutdownTimeout bounds the graceful stop: the pages are static.
 const shutdownTimeout = 5 * time.Second
 
-func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 1 {
 		if service.IsHelp(args[1]) {
 			return service.Usage(stdout, usageHeader, &config{})
@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, s
 		return fmt.Errorf("unknown argument %q (try -h)", args[1])
 	}
 	var cfg config
-	if err := service.Config(lookup, &cfg); err != nil {
+	if err := service.Config(&cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if cfg.Timeout <= 0 {

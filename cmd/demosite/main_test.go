@@ -11,26 +11,30 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/internal/service"
 	"github.com/leadintake/leadintake/internal/testkit"
+	"github.com/leadintake/leadintake/web"
 )
 
-func TestMain(m *testing.M) { testkit.Main(m) }
+// The test binary is also the demo site, for the tests that run it as a
+// process with an environment of its own.
+func TestMain(m *testing.M) { testkit.MainOrProgram(m, main) }
 
 const testKey = "pk_demo_0123456789abcdef"
 
-// start runs the command on port 0 with env, and returns its base URL and a
+// start runs the command in-process on port 0 with env as the process's
+// whole environment (so t is not parallel), and returns its base URL and a
 // function that stops it and returns run's error.
 func start(t *testing.T, env map[string]string) (string, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	logs := &testkit.LockedBuffer{}
 	env["DEMO_ADDR"] = "127.0.0.1:0"
+	testkit.Environment(t, env)
 	var runErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		runErr = run(ctx, []string{"demosite"}, service.MapEnv(env), logs, io.Discard)
+		runErr = run(ctx, []string{"demosite"}, logs, io.Discard)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	stop := func() error { cancel(); <-done; return runErr }
@@ -58,7 +62,6 @@ func start(t *testing.T, env map[string]string) (string, func() error) {
 }
 
 func TestServesTheDemo(t *testing.T) {
-	t.Parallel()
 	base, stop := start(t, map[string]string{"DEMO_PUBLISHABLE_KEY": testKey, "DEMO_API_URL": "http://127.0.0.1:18080"})
 	res, err := http.Get(base + "/")
 	if err != nil {
@@ -67,8 +70,18 @@ func TestServesTheDemo(t *testing.T) {
 	page, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	if res.StatusCode != http.StatusOK || !bytes.Contains(page, []byte(`"publishableKey":"`+testKey+`"`)) ||
-		!bytes.Contains(page, []byte(`"snippet":"http://127.0.0.1:18080/v1/sdk/leadintake.js"`)) {
+		!bytes.Contains(page, []byte(`"api":"http://127.0.0.1:18080"`)) || !bytes.Contains(page, []byte(`"snippet":"/leadintake.js"`)) {
 		t.Fatalf("GET /: %d\n%s", res.StatusCode, page)
+	}
+	// The site's own copy of the snippet: it loads while the api is down.
+	res, err = http.Get(base + "/leadintake.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snippet, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !bytes.Equal(snippet, web.SnippetSource()) {
+		t.Errorf("GET /leadintake.js: %d with %d bytes, want the snippet", res.StatusCode, len(snippet))
 	}
 	res, err = http.Post(base+"/not-sent", "application/x-www-form-urlencoded", strings.NewReader("email=ada%40example.com"))
 	if err != nil {
@@ -83,29 +96,36 @@ func TestServesTheDemo(t *testing.T) {
 	}
 }
 
+// Bad configuration: the demo site, run as a process with an environment of
+// its own, exits 1 with one line naming what is wrong.
 func TestConfiguration(t *testing.T) {
 	t.Parallel()
 	for name, tt := range map[string]struct {
-		env  map[string]string
+		env  []string
 		want string
 	}{
-		"no key":      {map[string]string{}, "DEMO_PUBLISHABLE_KEY is required"},
-		"not a key":   {map[string]string{"DEMO_PUBLISHABLE_KEY": "demo-token"}, "publishable key must start with pk_"},
-		"bad api":     {map[string]string{"DEMO_PUBLISHABLE_KEY": testKey, "DEMO_API_URL": "127.0.0.1:8080"}, "absolute http or https URL"},
-		"bad timeout": {map[string]string{"DEMO_PUBLISHABLE_KEY": testKey, "DEMO_TIMEOUT": "soon"}, "DEMO_TIMEOUT"},
-		"bad address": {map[string]string{"DEMO_PUBLISHABLE_KEY": testKey, "DEMO_ADDR": "nowhere:-1"}, "DEMO_ADDR"},
+		"no key":      {nil, "DEMO_PUBLISHABLE_KEY is required"},
+		"not a key":   {[]string{"DEMO_PUBLISHABLE_KEY=demo-token"}, "publishable key must start with pk_"},
+		"bad api":     {[]string{"DEMO_PUBLISHABLE_KEY=" + testKey, "DEMO_API_URL=127.0.0.1:8080"}, "absolute http or https URL"},
+		"bad timeout": {[]string{"DEMO_PUBLISHABLE_KEY=" + testKey, "DEMO_TIMEOUT=soon"}, "DEMO_TIMEOUT"},
+		"bad address": {[]string{"DEMO_PUBLISHABLE_KEY=" + testKey, "DEMO_ADDR=nowhere:-1"}, "DEMO_ADDR"},
+		"an argument": {nil, `unknown argument "serve"`},
 	} {
-		err := run(t.Context(), []string{"demosite"}, service.MapEnv(tt.env), io.Discard, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: %v, want an error naming %q", name, err, tt.want)
-		}
-	}
-	if err := run(t.Context(), []string{"demosite", "serve"}, service.MapEnv(nil), io.Discard, io.Discard); err == nil ||
-		!strings.Contains(err.Error(), `unknown argument "serve"`) {
-		t.Errorf("an argument: %v, want unknown argument", err)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var args []string
+			if name == "an argument" {
+				args = []string{"serve"}
+			}
+			r := testkit.RunProgram(t, tt.env, args...)
+			line := strings.TrimSuffix(r.Stderr, "\n")
+			if r.Code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 1 and one line with %q", r.Code, r.Stderr, tt.want)
+			}
+		})
 	}
 	var usage bytes.Buffer
-	if err := run(t.Context(), []string{"demosite", "-h"}, service.MapEnv(nil), &usage, io.Discard); err != nil ||
+	if err := run(t.Context(), []string{"demosite", "-h"}, &usage, io.Discard); err != nil ||
 		!strings.Contains(usage.String(), "DEMO_PUBLISHABLE_KEY") {
 		t.Errorf("-h: %v\n%s", err, usage.String())
 	}

@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -30,12 +31,21 @@ import (
 	"github.com/leadintake/leadintake/webhook"
 )
 
-func main() { service.Main("fakedownstream", run) }
+func main() {
+	service.Main("fakedownstream", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return run(ctx, args, os.LookupEnv, stdout, stderr)
+	})
+}
+
+// lookupEnv is how run reads the environment: os.LookupEnv, or a map in
+// tests. The fake reads no configuration struct: each variable is only the
+// default of a flag.
+type lookupEnv func(key string) (string, bool)
 
 // shutdownTimeout bounds the graceful stop; hung requests end at once.
 const shutdownTimeout = 5 * time.Second
 
-func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, lookup lookupEnv, stdout, stderr io.Writer) error {
 	getenv := func(name string) string { v, _ := lookup(name); return v }
 	envOr := func(name, def string) string {
 		if v := getenv(name); v != "" {

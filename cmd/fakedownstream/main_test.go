@@ -11,10 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/internal/service"
 	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/webhook"
 )
+
+// mapEnv is an environment of its own for run.
+func mapEnv(m map[string]string) lookupEnv {
+	return func(key string) (string, bool) {
+		v, ok := m[key]
+		return v, ok
+	}
+}
 
 // start runs the command on port 0 with extra flags and an empty
 // environment, and returns its base URL, its logs and a function that stops
@@ -34,7 +41,7 @@ func startEnv(t *testing.T, env map[string]string, flags ...string) (string, *te
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		runErr = run(ctx, args, service.MapEnv(env), logs, io.Discard)
+		runErr = run(ctx, args, mapEnv(env), logs, io.Discard)
 	}()
 	stop := func() error {
 		cancel()
@@ -308,11 +315,11 @@ func TestRun(t *testing.T) {
 			{"fakedownstream", "-nope"},
 			{"fakedownstream", "extra"},
 		} {
-			if err := run(t.Context(), args, service.MapEnv(nil), io.Discard, io.Discard); err == nil {
+			if err := run(t.Context(), args, mapEnv(nil), io.Discard, io.Discard); err == nil {
 				t.Errorf("run(%q) = nil, want an error", args)
 			}
 		}
-		if err := run(t.Context(), []string{"fakedownstream", "-h"}, service.MapEnv(nil), io.Discard, io.Discard); err != nil {
+		if err := run(t.Context(), []string{"fakedownstream", "-h"}, mapEnv(nil), io.Discard, io.Discard); err != nil {
 			t.Errorf("-h: %v", err)
 		}
 
@@ -326,7 +333,7 @@ func TestRun(t *testing.T) {
 			"Flag":     {nil, []string{"fakedownstream", "-callback-secret", bad}},
 			"NoPrefix": {map[string]string{"FAKE_CALLBACK_SECRET": strings.TrimPrefix(callbackSecret, "whsec_")}, []string{"fakedownstream"}},
 		} {
-			err := run(t.Context(), c.args, service.MapEnv(c.env), io.Discard, io.Discard)
+			err := run(t.Context(), c.args, mapEnv(c.env), io.Discard, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), "FAKE_CALLBACK_SECRET") {
 				t.Errorf("%s: run = %v, want an error naming FAKE_CALLBACK_SECRET", name, err)
 			} else if strings.Contains(err.Error(), "c2hvcnQt") || strings.Contains(err.Error(), callbackSecret[6:18]) {
@@ -336,7 +343,7 @@ func TestRun(t *testing.T) {
 
 		// -h lists the flags with their defaults: never the secret.
 		var usage bytes.Buffer
-		if err := run(t.Context(), []string{"fakedownstream", "-h"}, service.MapEnv(map[string]string{"FAKE_CALLBACK_SECRET": callbackSecret}), io.Discard, &usage); err != nil {
+		if err := run(t.Context(), []string{"fakedownstream", "-h"}, mapEnv(map[string]string{"FAKE_CALLBACK_SECRET": callbackSecret}), io.Discard, &usage); err != nil {
 			t.Fatalf("-h: %v", err)
 		}
 		if !strings.Contains(usage.String(), "FAKE_CALLBACK_SECRET") || strings.Contains(usage.String(), callbackSecret[6:18]) {

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"syscall"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -32,34 +31,32 @@ func main() { service.Main("worker", run) }
 // config is the worker's environment.
 type config struct {
 	service.Common
-	AdminAddr          string        `env:"ADMIN_ADDR" envDefault:"127.0.0.1:8082" desc:"operators' listener: /metrics"`
-	EnrichmentURL      string        `env:"ENRICHMENT_URL" desc:"enrichment endpoint (POST); required unless SIMULATE_DOWNSTREAM"`
-	CRMURL             string        `env:"CRM_URL" desc:"CRM base URL (PUT/POST/GET .../leads); required unless SIMULATE_DOWNSTREAM"`
-	NotifyURL          string        `env:"NOTIFY_URL" desc:"notification endpoint (POST); required unless SIMULATE_DOWNSTREAM"`
-	EnrichmentToken    string        `env:"ENRICHMENT_TOKEN" desc:"sent as Authorization: Bearer to the enrichment service"`
-	CRMToken           string        `env:"CRM_TOKEN" desc:"sent as Authorization: Bearer to the CRM"`
-	NotifyToken        string        `env:"NOTIFY_TOKEN" desc:"sent as Authorization: Bearer to the notification service"`
-	CRMMode            string        `env:"CRM_MODE" envDefault:"upsert" desc:"upsert (PUT by external reference) or create (POST, look-up before any re-create)"`
-	DownstreamTimeout  time.Duration `env:"DOWNSTREAM_TIMEOUT" envDefault:"10s" desc:"per downstream HTTP call"`
-	JobMaxAttempts     int           `env:"JOB_MAX_ATTEMPTS" envDefault:"12" desc:"attempts of one lead job before its key is finished as failed"`
-	RetryBaseDelay     time.Duration `env:"RETRY_BASE_DELAY" envDefault:"1s" desc:"first back-off between attempts (doubles, with jitter)"`
-	RetryMaxDelay      time.Duration `env:"RETRY_MAX_DELAY" envDefault:"10m" desc:"longest back-off between attempts"`
-	JobTimeout         time.Duration `env:"JOB_TIMEOUT" envDefault:"60s" desc:"bound on one attempt of a lead job"`
-	RescueStuckAfter   time.Duration `env:"RESCUE_STUCK_AFTER" envDefault:"5m" desc:"a running job whose worker vanished is retried after this long (at least JOB_TIMEOUT + 10s)"`
-	KeyRetention       time.Duration `env:"KEY_RETENTION" envDefault:"168h" desc:"how long a finished key is kept after it finished"`
-	CleanupInterval    time.Duration `env:"CLEANUP_INTERVAL" envDefault:"1h" desc:"how often expired keys are deleted"`
-	ReconcileInterval  time.Duration `env:"RECONCILE_INTERVAL" envDefault:"1m" desc:"how often needs_reconciliation keys are looked up again and orphaned keys finished"`
-	WorkerConcurrency  int           `env:"WORKER_CONCURRENCY" envDefault:"100" desc:"lead jobs worked at once by this process"`
-	SimulateDownstream bool          `env:"SIMULATE_DOWNSTREAM" envDefault:"false" desc:"make no downstream calls; derive deterministic stand-in results (demos)"`
-	ClientsFile        string        `env:"CLIENTS_FILE" desc:"path of the clients file: the worker reads the clients' callbacks from it; read again on SIGHUP"`
-	PIIHashKey         string        `env:"PII_HASH_KEY,required" desc:"at least 32 bytes: keys every hash of personal data (as the api's)"`
-	LeadRetention      time.Duration `env:"LEAD_RETENTION" envDefault:"720h" desc:"how long a finished lead keeps its personal data (at least KEY_RETENTION); the clean-up erases it then"`
-	CallbackMaxAge     time.Duration `env:"CALLBACK_MAX_AGE" envDefault:"24h" desc:"how long a callback delivery is retried"`
-	ProbeInterval      time.Duration `env:"PROBE_INTERVAL" envDefault:"30s" desc:"while a downstream is down, how often one call probes it, across all workers of the database"`
-	DeliveryMaxAge     time.Duration `env:"DELIVERY_MAX_AGE" envDefault:"72h" desc:"how long a lead may wait for a downstream that is down, after its claim or latest re-open, before it is finished as at the end of its attempts"`
-	EnrichmentLimit    string        `env:"ENRICHMENT_RATE_LIMIT" desc:"calls to the enrichment service per period across all workers (N/s, N/m, N/h or N/<duration> such as 100/10s); unset for no limit"`
-	CRMLimit           string        `env:"CRM_RATE_LIMIT" desc:"calls to the CRM per period across all workers (as ENRICHMENT_RATE_LIMIT)"`
-	NotifyLimit        string        `env:"NOTIFY_RATE_LIMIT" desc:"calls to the notification service per period across all workers (as ENRICHMENT_RATE_LIMIT)"`
+	AdminAddr          string        `envconfig:"ADMIN_ADDR" default:"127.0.0.1:8082" desc:"operators' listener: /metrics"`
+	EnrichmentURL      string        `envconfig:"ENRICHMENT_URL" desc:"enrichment endpoint (POST); required unless SIMULATE_DOWNSTREAM"`
+	CRMURL             string        `envconfig:"CRM_URL" desc:"CRM base URL (PUT/POST/GET .../leads); required unless SIMULATE_DOWNSTREAM"`
+	NotifyURL          string        `envconfig:"NOTIFY_URL" desc:"notification endpoint (POST); required unless SIMULATE_DOWNSTREAM"`
+	EnrichmentToken    string        `envconfig:"ENRICHMENT_TOKEN" desc:"sent as Authorization: Bearer to the enrichment service"`
+	CRMToken           string        `envconfig:"CRM_TOKEN" desc:"sent as Authorization: Bearer to the CRM"`
+	NotifyToken        string        `envconfig:"NOTIFY_TOKEN" desc:"sent as Authorization: Bearer to the notification service"`
+	CRMMode            string        `envconfig:"CRM_MODE" default:"upsert" desc:"upsert (PUT by external reference) or create (POST, look-up before any re-create)"`
+	DownstreamTimeout  time.Duration `envconfig:"DOWNSTREAM_TIMEOUT" default:"10s" desc:"per downstream HTTP call"`
+	JobMaxAttempts     int           `envconfig:"JOB_MAX_ATTEMPTS" default:"12" desc:"attempts of one lead job before its key is finished as failed"`
+	RetryBaseDelay     time.Duration `envconfig:"RETRY_BASE_DELAY" default:"1s" desc:"first back-off between attempts (doubles, with jitter)"`
+	RetryMaxDelay      time.Duration `envconfig:"RETRY_MAX_DELAY" default:"10m" desc:"longest back-off between attempts"`
+	JobTimeout         time.Duration `envconfig:"JOB_TIMEOUT" default:"60s" desc:"bound on one attempt of a lead job"`
+	RescueStuckAfter   time.Duration `envconfig:"RESCUE_STUCK_AFTER" default:"5m" desc:"a running job whose worker vanished is retried after this long (at least JOB_TIMEOUT + 10s)"`
+	CleanupInterval    time.Duration `envconfig:"CLEANUP_INTERVAL" default:"1h" desc:"how often expired keys are deleted"`
+	ReconcileInterval  time.Duration `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often needs_reconciliation keys are looked up again and orphaned keys finished"`
+	WorkerConcurrency  int           `envconfig:"WORKER_CONCURRENCY" default:"100" desc:"lead jobs worked at once by this process"`
+	SimulateDownstream bool          `envconfig:"SIMULATE_DOWNSTREAM" default:"false" desc:"make no downstream calls; derive deterministic stand-in results (demos)"`
+	ClientsFile        string        `envconfig:"CLIENTS_FILE" desc:"path of the clients file: the worker reads the clients' callbacks from it; read again on SIGHUP"`
+	CallbackMaxAge     time.Duration `envconfig:"CALLBACK_MAX_AGE" default:"24h" desc:"how long a callback delivery is retried"`
+	ProbeInterval      time.Duration `envconfig:"PROBE_INTERVAL" default:"30s" desc:"while a downstream is down, how often one call probes it, across all workers of the database"`
+	DeliveryMaxAge     time.Duration `envconfig:"DELIVERY_MAX_AGE" default:"72h" desc:"how long a lead may wait for a downstream that is down, after its claim or latest re-open, before it is finished as at the end of its attempts"`
+	EnrichmentLimit    string        `envconfig:"ENRICHMENT_RATE_LIMIT" desc:"calls to the enrichment service per period across all workers (N/s, N/m, N/h or N/<duration> such as 100/10s); unset for no limit"`
+	CRMLimit           string        `envconfig:"CRM_RATE_LIMIT" desc:"calls to the CRM per period across all workers (as ENRICHMENT_RATE_LIMIT)"`
+	NotifyLimit        string        `envconfig:"NOTIFY_RATE_LIMIT" desc:"calls to the notification service per period across all workers (as ENRICHMENT_RATE_LIMIT)"`
+	service.PersonalData
 }
 
 // limits parses the *_RATE_LIMIT variables, by downstream.
@@ -94,7 +91,7 @@ func (c *config) validate() error {
 		v    time.Duration
 	}{
 		{"DOWNSTREAM_TIMEOUT", c.DownstreamTimeout}, {"JOB_TIMEOUT", c.JobTimeout},
-		{"RETRY_BASE_DELAY", c.RetryBaseDelay}, {"KEY_RETENTION", c.KeyRetention},
+		{"RETRY_BASE_DELAY", c.RetryBaseDelay},
 		{"CLEANUP_INTERVAL", c.CleanupInterval}, {"RECONCILE_INTERVAL", c.ReconcileInterval},
 		{"CALLBACK_MAX_AGE", c.CallbackMaxAge}, {"PROBE_INTERVAL", c.ProbeInterval}, {"DELIVERY_MAX_AGE", c.DeliveryMaxAge},
 	} {
@@ -103,6 +100,9 @@ func (c *config) validate() error {
 		}
 	}
 	switch {
+	case c.AdminAddr == "":
+		// Empty, net.Listen would take any port of every interface.
+		return errors.New("ADMIN_ADDR is set but empty (unset, it takes its default, 127.0.0.1:8082)")
 	case c.CRMMode != string(lead.ModeUpsert) && c.CRMMode != string(lead.ModeCreate):
 		return fmt.Errorf("CRM_MODE: %q is not one of upsert, create", c.CRMMode)
 	case !c.SimulateDownstream && (c.EnrichmentURL == "" || c.CRMURL == "" || c.NotifyURL == ""):
@@ -115,11 +115,9 @@ func (c *config) validate() error {
 		return errors.New("JOB_MAX_ATTEMPTS must be at least 1")
 	case c.WorkerConcurrency < 1:
 		return errors.New("WORKER_CONCURRENCY must be at least 1")
-	case c.LeadRetention < c.KeyRetention:
-		return errors.New("LEAD_RETENTION must be at least KEY_RETENTION: a key that outlives its lead's data could be re-opened with nothing to send")
 	}
-	if _, err := lead.ParseHashKey(c.PIIHashKey); err != nil {
-		return fmt.Errorf("PII_HASH_KEY: %w", err)
+	if _, err := c.PersonalData.Validate(); err != nil {
+		return err
 	}
 	if _, err := c.limits(); err != nil {
 		return err
@@ -135,7 +133,7 @@ reconciliation) until SIGTERM or SIGINT.
 Environment:
 `
 
-func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 1 {
 		if service.IsHelp(args[1]) {
 			return service.Usage(stdout, usageHeader, &config{})
@@ -143,7 +141,7 @@ func run(ctx context.Context, args []string, lookup service.LookupEnv, stdout, s
 		return &service.UsageError{Msg: fmt.Sprintf("unknown argument %q (try -h)", args[1])}
 	}
 	var cfg config
-	if err := service.Config(lookup, &cfg); err != nil {
+	if err := service.Config(&cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	if err := cfg.validate(); err != nil {
@@ -178,15 +176,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 	if err != nil {
 		return err
 	}
-	if cfg.ClientsFile != "" {
-		p.OnSignal(syscall.SIGHUP, func() {
-			if err := source.Reload(clients); err != nil {
-				p.Logger.Error("clients file refused; the clients in force stay", slog.String("error", err.Error()))
-				return
-			}
-			p.Logger.Info("clients file read again", slog.Int("clients", clients.Set().Len()))
-		})
-	}
+	p.WatchClients(source, clients)
 	dmetrics := downstream.NewMetrics(p.Registry)
 	var ds jobs.Downstream = downstream.Simulator{}
 	if cfg.SimulateDownstream {
@@ -259,7 +249,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 	if err != nil {
 		return p.Abort(err)
 	}
-	adminAddr, err := p.Listen("ADMIN_ADDR", cfg.AdminAddr, service.NewServer(adminHandler, service.ServerOpts{Logger: p.Logger}))
+	adminAddr, err := p.Listen("ADMIN_ADDR", cfg.AdminAddr, admin.NewServer(adminHandler, p.Logger))
 	if err != nil {
 		return p.Abort(err)
 	}

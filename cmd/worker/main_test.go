@@ -11,18 +11,18 @@ import (
 	"time"
 
 	"github.com/leadintake/leadintake/internal/dbtest"
-	"github.com/leadintake/leadintake/internal/service"
 	"github.com/leadintake/leadintake/internal/testkit"
 )
 
-func TestMain(m *testing.M) { testkit.Main(m) }
+// The test binary is also the worker, for the tests that run it as a
+// process with an environment of its own.
+func TestMain(m *testing.M) { testkit.MainOrProgram(m, main) }
 
 // The worker runs in-process: run works until its context ends, then stops
-// cleanly.
+// cleanly. (It reads the process's environment: the test is not parallel.)
 func TestRunWorksUntilCancelled(t *testing.T) {
-	t.Parallel()
 	dbURL, _ := dbtest.New(t)
-	env := service.MapEnv(map[string]string{
+	testkit.Environment(t, map[string]string{
 		"DATABASE_URL": dbURL, "ADMIN_ADDR": "127.0.0.1:0", "SIMULATE_DOWNSTREAM": "true", "SHUTDOWN_TIMEOUT": "5s",
 		"PII_HASH_KEY": "cmd-worker-test-pii-hash-key-0123456789",
 	})
@@ -30,7 +30,7 @@ func TestRunWorksUntilCancelled(t *testing.T) {
 	logs, w := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"worker"}, env, w, io.Discard)
+		done <- run(ctx, []string{"worker"}, w, io.Discard)
 		w.Close()
 	}()
 	var admin string
@@ -65,33 +65,36 @@ func TestRunWorksUntilCancelled(t *testing.T) {
 	}
 }
 
+// Bad configuration: the worker, run as a process with an environment of
+// its own, exits 1 with one line naming the variable.
 func TestRunRefusesBadConfiguration(t *testing.T) {
 	t.Parallel()
-	base := func(extra map[string]string) map[string]string {
-		m := map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "SIMULATE_DOWNSTREAM": "true",
-			"PII_HASH_KEY": "cmd-worker-test-pii-hash-key-0123456789"}
-		for k, v := range extra {
-			m[k] = v
-		}
-		return m
+	base := func(extra ...string) []string {
+		return append([]string{"DATABASE_URL=postgres://x@127.0.0.1:1/x", "SIMULATE_DOWNSTREAM=true",
+			"PII_HASH_KEY=cmd-worker-test-pii-hash-key-0123456789"}, extra...)
 	}
 	for _, tt := range []struct {
 		name string
-		env  map[string]string
+		env  []string
 		want string
 	}{
-		{"RescueTooSoon", base(map[string]string{"JOB_TIMEOUT": "30s", "RESCUE_STUCK_AFTER": "35s"}), "RESCUE_STUCK_AFTER"},
-		{"UnknownMode", base(map[string]string{"CRM_MODE": "merge"}), "CRM_MODE"},
-		{"URLsWithoutSimulation", map[string]string{"DATABASE_URL": "postgres://x@127.0.0.1:1/x", "PII_HASH_KEY": "cmd-worker-test-pii-hash-key-0123456789"}, "ENRICHMENT_URL"},
-		{"ShortHashKey", base(map[string]string{"PII_HASH_KEY": "short"}), "PII_HASH_KEY"},
-		{"LeadRetentionBelowKeyRetention", base(map[string]string{"KEY_RETENTION": "168h", "LEAD_RETENTION": "24h"}), "LEAD_RETENTION"},
-		{"RelativeURL", base(map[string]string{"SIMULATE_DOWNSTREAM": "false", "ENRICHMENT_URL": "/e", "CRM_URL": "http://x/c", "NOTIFY_URL": "http://x/n"}), "ENRICHMENT_URL"},
+		{"RescueTooSoon", base("JOB_TIMEOUT=30s", "RESCUE_STUCK_AFTER=35s"), "RESCUE_STUCK_AFTER"},
+		{"UnknownMode", base("CRM_MODE=merge"), "CRM_MODE"},
+		{"URLsWithoutSimulation", []string{"DATABASE_URL=postgres://x@127.0.0.1:1/x", "PII_HASH_KEY=cmd-worker-test-pii-hash-key-0123456789"}, "ENRICHMENT_URL"},
+		{"ShortHashKey", base("PII_HASH_KEY=short"), "PII_HASH_KEY"},
+		{"MissingHashKey", []string{"DATABASE_URL=postgres://x@127.0.0.1:1/x", "SIMULATE_DOWNSTREAM=true"}, "PII_HASH_KEY is required"},
+		{"LeadRetentionBelowKeyRetention", base("KEY_RETENTION=168h", "LEAD_RETENTION=24h"), "LEAD_RETENTION"},
+		{"ZeroKeyRetention", base("KEY_RETENTION=0s"), "KEY_RETENTION must be positive"},
+		{"RelativeURL", base("SIMULATE_DOWNSTREAM=false", "ENRICHMENT_URL=/e", "CRM_URL=http://x/c", "NOTIFY_URL=http://x/n"), "ENRICHMENT_URL"},
+		{"EmptyBool", base("SIMULATE_DOWNSTREAM="), "SIMULATE_DOWNSTREAM is set but empty"},
+		{"EmptyAdminAddr", base("ADMIN_ADDR="), "ADMIN_ADDR"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := run(t.Context(), []string{"worker"}, service.MapEnv(tt.env), io.Discard, io.Discard)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("run: %v, want an error naming %s", err, tt.want)
+			r := testkit.RunProgram(t, tt.env)
+			line := strings.TrimSuffix(r.Stderr, "\n")
+			if r.Code != 1 || strings.Contains(line, "\n") || !strings.Contains(line, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 1 and one line naming %s", r.Code, r.Stderr, tt.want)
 			}
 		})
 	}

@@ -143,6 +143,27 @@ func (s *Server) handleState(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.State())
 }
 
+// crmRecord is one external_ref's record in GET /_fake/crm.
+type crmRecord struct {
+	IDs            []string          `json:"ids"`
+	Writes         int               `json:"writes"`
+	IdempotencyKey string            `json:"idempotency_key"`
+	Bodies         []json.RawMessage `json:"bodies"`
+}
+
+// handleCRMRecords answers what the CRM holds, by external_ref, with the
+// body of every write: the lead as it arrived (its fields included), as a
+// CRM shows its records. Unlike /_fake/state it holds personal data: it is
+// for the person trying the demo, and the fake never logs it.
+func (s *Server) handleCRMRecords(w http.ResponseWriter, _ *http.Request) {
+	st := s.State()
+	records := make(map[string]crmRecord, len(st.CRM))
+	for ref, r := range st.CRM {
+		records[ref] = crmRecord{IDs: r.IDs, Writes: r.Writes, IdempotencyKey: r.IdempotencyKey, Bodies: r.Bodies}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"records": records})
+}
+
 // decodeStrict decodes the request's body, one JSON object without unknown
 // members, into v.
 func decodeStrict(r *http.Request, v any) error {

@@ -99,3 +99,40 @@ func TestControlAPI(t *testing.T) {
 		}
 	})
 }
+
+// GET /_fake/crm shows the CRM's records with the body of every write, as
+// it arrived: the lead's own fields included, and what an update changed.
+func TestCRMRecords(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	first := lead("ref-f")
+	first["fields"] = map[string]string{"budget": "10k", "team_size": "5"}
+	second := lead("ref-f")
+	second["fields"] = map[string]string{"budget": "50k"}
+	for _, body := range []map[string]any{first, second} {
+		if r := b.mustDo(t, http.MethodPut, "/crm/leads/ref-f", body, "Idempotency-Key", "ref-f"); r.status/100 != 2 {
+			t.Fatalf("upsert: %d %s", r.status, r.body)
+		}
+	}
+	r := b.mustDo(t, http.MethodGet, "/_fake/crm", nil)
+	var got struct {
+		Records map[string]struct {
+			IDs    []string `json:"ids"`
+			Writes int      `json:"writes"`
+			Bodies []struct {
+				Fields map[string]string `json:"fields"`
+			} `json:"bodies"`
+		} `json:"records"`
+	}
+	if err := json.Unmarshal(r.body, &got); err != nil || r.status != http.StatusOK {
+		t.Fatalf("GET /_fake/crm: %d %s (%v)", r.status, r.body, err)
+	}
+	rec := got.Records["ref-f"]
+	if len(rec.IDs) != 1 || rec.Writes != 2 || len(rec.Bodies) != 2 ||
+		rec.Bodies[0].Fields["team_size"] != "5" || rec.Bodies[1].Fields["budget"] != "50k" || len(rec.Bodies[1].Fields) != 1 {
+		t.Errorf("GET /_fake/crm: %s", r.body)
+	}
+	if crm, _ := b.fake.CRM("ref-f"); len(crm.Bodies) != 2 || string(crm.LastBody) != string(crm.Bodies[1]) {
+		t.Errorf("CRM(ref-f): %d bodies, the last %s", len(crm.Bodies), crm.LastBody)
+	}
+}

@@ -77,10 +77,10 @@ type Server struct {
 
 // crmEntry is what the CRM holds for one external_ref.
 type crmEntry struct {
-	ids      []string
-	writes   int
-	lastBody []byte
-	key      string
+	ids    []string
+	writes int
+	bodies [][]byte // every write applied, as received
+	key    string
 }
 
 // notification is what the notification service holds for one key.
@@ -127,6 +127,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /_fake/chaos", s.handleChaos)
 	s.mux.HandleFunc("POST /_fake/reset", s.handleReset)
 	s.mux.HandleFunc("GET /_fake/state", s.handleState)
+	s.mux.HandleFunc("GET /_fake/crm", s.handleCRMRecords)
 }
 
 // ServeHTTP serves
@@ -139,7 +140,8 @@ func (s *Server) routes() {
 //	POST /callbacks/{client}         callback (Standard Webhooks)
 //
 // and the control API: POST /_fake/script, POST /_fake/chaos, POST
-// /_fake/reset and GET /_fake/state.
+// /_fake/reset, GET /_fake/state and GET /_fake/crm (the CRM's records
+// with every write's body, as a CRM would show them).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
@@ -471,7 +473,7 @@ func (s *Server) crmUpsert(r *http.Request, body []byte) reply {
 		status = http.StatusCreated
 	}
 	e.writes++
-	e.lastBody, e.key = body, key
+	e.bodies, e.key = append(e.bodies, body), key
 	return reply{status, map[string]string{"id": e.ids[0]}}
 }
 
@@ -495,7 +497,7 @@ func (s *Server) crmCreate(r *http.Request, body []byte) reply {
 	}
 	e := s.crmRecord(ref)
 	e.writes++
-	e.lastBody, e.key = body, key
+	e.bodies, e.key = append(e.bodies, body), key
 	return reply{http.StatusCreated, map[string]string{"id": e.ids[len(e.ids)-1]}}
 }
 

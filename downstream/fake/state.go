@@ -38,6 +38,9 @@ type CRMRef struct {
 	Writes int `json:"writes"`
 	// LastBody is the body of the last write applied, as received.
 	LastBody json.RawMessage `json:"-"`
+	// Bodies are the bodies of every write applied, as received, oldest
+	// first: what the lead was, and what each amendment made of it.
+	Bodies []json.RawMessage `json:"-"`
 	// IdempotencyKey is the Idempotency-Key header of the last write applied.
 	IdempotencyKey string `json:"idempotency_key"`
 }
@@ -210,13 +213,19 @@ func (s *Server) EnrichmentCalls() int {
 }
 
 func (e *crmEntry) snapshot() CRMRef {
-	return CRMRef{
+	r := CRMRef{
 		IDs:            slices.Clone(e.ids),
 		Records:        len(e.ids),
 		Writes:         e.writes,
-		LastBody:       slices.Clone(e.lastBody),
 		IdempotencyKey: e.key,
 	}
+	for _, b := range e.bodies {
+		r.Bodies = append(r.Bodies, slices.Clone(b))
+	}
+	if len(r.Bodies) > 0 {
+		r.LastBody = r.Bodies[len(r.Bodies)-1]
+	}
+	return r
 }
 
 func (n *notification) snapshot() Notification {

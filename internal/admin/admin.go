@@ -1,6 +1,7 @@
 // Package admin is the operators' listener: Prometheus metrics on /metrics,
 // River UI under /riverui/ and erasures on request (POST /admin/erasures)
-// behind HTTP basic auth, with cross-site browser writes refused.
+// behind HTTP basic auth, with cross-site browser writes refused and wrong
+// credentials slowed down per address.
 package admin
 
 import (
@@ -11,15 +12,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/riverqueue/river"
+	"golang.org/x/time/rate"
 	"riverqueue.com/riverui"
 
+	"github.com/leadintake/leadintake/internal/service"
 	"github.com/leadintake/leadintake/operator"
 	"github.com/leadintake/leadintake/response"
 	"github.com/leadintake/leadintake/store"
@@ -27,6 +34,24 @@ import (
 
 // RiverUIPrefix is where River UI is mounted.
 const RiverUIPrefix = "/riverui"
+
+// The admin listener's time-outs, beyond the header limits of every
+// listener (service.NewServer): what it is sent (River UI's requests, an
+// erasure: a few kilobytes) has arrived within ReadTimeout, or the request
+// fails; its answer is written within WriteTimeout, or the connection is
+// closed. An erasure's own work is bounded well within WriteTimeout
+// (erasureTimeout), so that its outcome is told rather than cut off.
+const (
+	ReadTimeout    = 15 * time.Second
+	WriteTimeout   = time.Minute
+	erasureTimeout = 45 * time.Second
+)
+
+// NewServer returns the http.Server of an admin listener serving handler:
+// the header limits of every listener, and the admin listener's time-outs.
+func NewServer(handler http.Handler, logger *slog.Logger) *http.Server {
+	return service.NewServer(handler, service.ServerOpts{ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, Logger: logger})
+}
 
 // Opts configure NewHandler.
 type Opts struct {
@@ -39,13 +64,17 @@ type Opts struct {
 	RiverClient *river.Client[pgx.Tx]
 	// Erase, when set (and User and Password too), serves POST
 	// /admin/erasures: it erases the personal data of the client's leads
-	// of one email address, and returns how many.
+	// of one email address, and returns how many, or
+	// operator.ErrUnknownClient for a client not in force.
 	Erase func(ctx context.Context, clientID, email string) (int, error)
 	// Redrive, when set (and User and Password too), serves POST
 	// /admin/redrives: it re-opens failed keys as a retry of each would
 	// (operator.Redrive).
 	Redrive func(ctx context.Context, p *store.RedriveParams) (*store.Redriven, error)
 	Logger  *slog.Logger
+	// Now is the clock of the limit on wrong credentials; nil for
+	// time.Now.
+	Now func() time.Time
 }
 
 // NewHandler returns the admin handler. With River UI, ctx bounds the UI's
@@ -58,7 +87,8 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 	mux := http.NewServeMux()
 	auth := func(h http.Handler) http.Handler { return h }
 	if o.User != "" && o.Password != "" {
-		auth = func(h http.Handler) http.Handler { return basicAuth(o.User, o.Password, h) }
+		guesses := newGuessLimiter(o.Now)
+		auth = func(h http.Handler) http.Handler { return basicAuth(o.User, o.Password, guesses, h) }
 	}
 	mux.Handle("GET /metrics", auth(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
 
@@ -99,7 +129,9 @@ type erasureRequest struct {
 }
 
 // handleErasure answers POST /admin/erasures {"client_id", "email"} with 200
-// {"erased": N}, N being 0 when nothing matched.
+// {"erased": N}, N being 0 when nothing matched. A client not in force is
+// 422 unknown_client, nothing erased or recorded; its id is in no log line
+// (it may be anything the caller sent).
 func handleErasure(erase func(context.Context, string, string) (int, error), logger *slog.Logger) http.Handler {
 	fail := writeError
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -110,19 +142,26 @@ func handleErasure(erase func(context.Context, string, string) (int, error), log
 			fail(w, http.StatusBadRequest, "invalid_json", `send {"client_id": "...", "email": "..."}`)
 			return
 		}
-		n, err := erase(r.Context(), req.ClientID, req.Email)
-		if errors.Is(err, operator.ErrBadEmail) {
+		ctx, cancel := context.WithTimeout(r.Context(), erasureTimeout)
+		defer cancel()
+		n, err := erase(ctx, req.ClientID, req.Email)
+		switch {
+		case errors.Is(err, operator.ErrUnknownClient):
+			logger.WarnContext(ctx, "erasure refused: unknown client")
+			fail(w, http.StatusUnprocessableEntity, "unknown_client", "client_id is not one of the clients in force; nothing was erased")
+			return
+		case errors.Is(err, operator.ErrBadEmail):
 			fail(w, http.StatusUnprocessableEntity, "validation_failed", "email must be one address")
 			return
-		}
-		if err != nil {
-			logger.ErrorContext(r.Context(), "erasure failed", slog.String("client_id", req.ClientID), slog.String("error", err.Error()))
+		case err != nil:
+			// The client is one in force: Erase checked it first.
+			logger.ErrorContext(ctx, "erasure failed", slog.String("client_id", req.ClientID), slog.String("error", err.Error()))
 			fail(w, http.StatusServiceUnavailable, "store_unavailable", "the erasure did not complete; nothing was erased; send it again")
 			return
 		}
 		// The address is not logged: the log would keep what the erasure
 		// removes.
-		logger.InfoContext(r.Context(), "erasure", slog.String("client_id", req.ClientID), slog.Int("erased", n))
+		logger.InfoContext(ctx, "erasure", slog.String("client_id", req.ClientID), slog.Int("erased", n))
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]int{"erased": n})
 	})
@@ -189,19 +228,120 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 // basicAuth compares hashes of the credentials in constant time, so that
-// neither their content nor their length shows in the time taken.
-func basicAuth(user, password string, next http.Handler) http.Handler {
+// neither their content nor their length shows in the time taken. Each
+// wrong pair spends one of its address's guesses (guessLimiter); an address
+// with none left is answered 429 before its credentials are looked at, the
+// right ones included, so that it learns nothing until it may guess again.
+// Other addresses are not affected.
+func basicAuth(user, password string, guesses *guessLimiter, next http.Handler) http.Handler {
 	wantUser, wantPassword := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(password))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
+		if !ok {
+			// No credentials is no guess: a browser asks for the
+			// challenge this way.
+			challenge(w)
+			return
+		}
+		guess, wait := guesses.take(r.RemoteAddr)
+		if wait > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			http.Error(w, "too many wrong credentials from this address; try again later", http.StatusTooManyRequests)
+			return
+		}
 		gotUser, gotPassword := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
 		userOK := subtle.ConstantTimeCompare(gotUser[:], wantUser[:])
 		passwordOK := subtle.ConstantTimeCompare(gotPassword[:], wantPassword[:])
-		if !ok || userOK&passwordOK != 1 {
-			w.Header().Set("WWW-Authenticate", `Basic realm="leadintake admin", charset="UTF-8"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
+		if userOK&passwordOK != 1 {
+			challenge(w)
 			return
 		}
+		guess.refund()
 		next.ServeHTTP(w, r)
 	})
+}
+
+func challenge(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Basic realm="leadintake admin", charset="UTF-8"`)
+	http.Error(w, "unauthorized", http.StatusUnauthorized)
+}
+
+// How fast one address may send wrong credentials: guessBurst at once, then
+// one per guessEvery. At most maxGuessers addresses are followed; past it,
+// new ones share one budget (an address is forgotten once its budget is
+// whole again).
+const (
+	guessBurst  = 5
+	guessEvery  = time.Second
+	maxGuessers = 10000
+)
+
+// guessLimiter holds each address's budget of wrong credentials: an IPv4
+// address, or an IPv6 address's /64 (one host may hold all of it).
+type guessLimiter struct {
+	now func() time.Time
+
+	mu       sync.Mutex
+	byAddr   map[string]*rate.Limiter
+	overflow *rate.Limiter
+}
+
+func newGuessLimiter(now func() time.Time) *guessLimiter {
+	if now == nil {
+		now = time.Now
+	}
+	return &guessLimiter{
+		now: now, byAddr: map[string]*rate.Limiter{},
+		overflow: rate.NewLimiter(rate.Every(guessEvery), guessBurst),
+	}
+}
+
+// guess is one credential check that spent one of its address's guesses.
+type guess struct {
+	r   *rate.Reservation
+	now time.Time
+}
+
+// refund gives the guess back: right credentials cost nothing.
+func (g guess) refund() { g.r.CancelAt(g.now) }
+
+// take spends one guess of the address of remoteAddr (host:port), or, when
+// it has none left, returns how long until it has one.
+func (g *guessLimiter) take(remoteAddr string) (guess, time.Duration) {
+	now := g.now()
+	r := g.limiter(remoteAddr, now).ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return guess{}, d
+	}
+	return guess{r: r, now: now}, 0
+}
+
+func (g *guessLimiter) limiter(remoteAddr string, now time.Time) *rate.Limiter {
+	key := remoteAddr
+	if ap, err := netip.ParseAddrPort(remoteAddr); err == nil {
+		addr := ap.Addr().Unmap()
+		key = addr.String()
+		if addr.Is6() {
+			key = netip.PrefixFrom(addr, 64).Masked().String()
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l, ok := g.byAddr[key]; ok {
+		return l
+	}
+	if len(g.byAddr) >= maxGuessers {
+		for k, l := range g.byAddr {
+			if l.TokensAt(now) >= guessBurst {
+				delete(g.byAddr, k)
+			}
+		}
+		if len(g.byAddr) >= maxGuessers {
+			return g.overflow
+		}
+	}
+	l := rate.NewLimiter(rate.Every(guessEvery), guessBurst)
+	g.byAddr[key] = l
+	return l
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/leadintake/leadintake/internal/admin"
 	"github.com/leadintake/leadintake/internal/dbtest"
-	"github.com/leadintake/leadintake/internal/service"
 )
 
 // newAdmin serves the api's admin listener, River UI included, over real
@@ -34,7 +33,7 @@ func newAdmin(t *testing.T) string {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(nil)
-	srv.Config = service.NewServer(h, service.ServerOpts{})
+	srv.Config = admin.NewServer(h, nil)
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -4,152 +4,138 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/caarlos0/env/v11"
+	"github.com/kelseyhightower/envconfig"
 )
 
-// LookupEnv is how a process reads one environment variable: os.LookupEnv,
-// or a map in tests. It tells an unset variable from an empty one (an empty
-// ALLOWED_SOURCES allows any source; an unset one takes the default).
-type LookupEnv func(key string) (string, bool)
-
-// MapEnv is a LookupEnv over a map, for tests.
-func MapEnv(m map[string]string) LookupEnv {
-	return func(key string) (string, bool) {
-		v, ok := m[key]
-		return v, ok
-	}
-}
-
-// Config reads spec, a pointer to a struct whose fields carry `env` tags
-// (with `envDefault`, and `desc` for Usage), from lookup. Its errors name the
-// variable in one line and never quote a value: a value may be a secret.
-func Config(lookup LookupEnv, spec any) error {
+// Config reads spec, a pointer to a struct whose fields carry envconfig
+// tags (`envconfig:"NAME"`, with `default`, `required:"true"` and `desc` for
+// Usage), from the process's environment with envconfig.
+//
+// A variable set to the empty string is empty, not unset: it does not take
+// its default (an empty ALLOWED_SOURCES allows any source), and an empty
+// required variable is as missing as an unset one. Errors name the variable
+// in one line and never quote a value: a value may be a secret (a token
+// pasted where a hash belongs, a password in a URL), and envconfig's own
+// ParseError quotes it.
+func Config(spec any) error {
 	vars, err := fields(spec)
 	if err != nil {
 		return err
 	}
-	environment := map[string]string{}
-	var empty []string // fields set to "" that have a default
+	byKey := map[string]variable{}
 	for _, v := range vars {
-		if value, ok := lookup(v.key); ok {
-			environment[v.key] = value
-			if value == "" && v.def != "" {
-				empty = append(empty, v.field)
-			}
+		byKey[v.key] = v
+		if !v.required {
+			continue
+		}
+		switch value, ok := os.LookupEnv(v.key); {
+		case !ok:
+			return fmt.Errorf("%s is required", v.key)
+		case value == "":
+			return fmt.Errorf("%s is required, and is set but empty", v.key)
 		}
 	}
-	err = env.ParseWithOptions(spec, env.Options{Environment: environment})
-	if err == nil {
-		// env takes a variable set to "" for an unset one, and gives it
-		// its default; set to "", it is empty (an empty ALLOWED_SOURCES
-		// allows any source).
-		for _, name := range empty {
-			f := reflect.ValueOf(spec).Elem().FieldByName(name)
-			f.Set(reflect.Zero(f.Type()))
+	err = envconfig.Process("", spec)
+	var parseErr *envconfig.ParseError
+	if errors.As(err, &parseErr) {
+		v := byKey[parseErr.KeyName]
+		if parseErr.Value == "" && v.def != "" {
+			return fmt.Errorf("%s is set but empty, which is not a valid %s (unset, it takes its default, %s)", v.key, typeName(v.typ), v.def)
 		}
-		return nil
-	}
-	var agg env.AggregateError
-	if !errors.As(err, &agg) {
-		return err
-	}
-	keyOf := map[string]string{}
-	for _, v := range vars {
-		keyOf[v.field] = v.key
-	}
-	var msgs []string
-	for _, e := range agg.Errors {
-		var (
-			parseErr env.ParseError
-			notSet   env.VarIsNotSetError
-			emptyErr env.EmptyVarError
-		)
-		switch {
-		case errors.As(e, &parseErr):
-			msgs = append(msgs, fmt.Sprintf("%s: not a valid %s", keyOf[parseErr.Name], typeName(parseErr.Type)))
-		case errors.As(e, &notSet):
-			msgs = append(msgs, notSet.Key+" is required")
-		case errors.As(e, &emptyErr):
-			msgs = append(msgs, emptyErr.Key+" must not be empty")
-		default:
-			msgs = append(msgs, e.Error())
+		if parseErr.Value == "" {
+			return fmt.Errorf("%s is set but empty, which is not a valid %s", v.key, typeName(v.typ))
 		}
+		// Neither parseErr.Value nor parseErr.Err (strconv's and time's
+		// errors quote the input) is shown.
+		return fmt.Errorf("%s: not a valid %s", v.key, typeName(v.typ))
 	}
-	return errors.New(strings.Join(msgs, "; "))
+	// envconfig's other errors (a spec that is not a struct pointer, a
+	// required variable unset, checked above) hold no value.
+	return err
 }
 
-// Usage prints header and the table of the environment variables of spec
-// (KEY TYPE DEFAULT REQUIRED DESCRIPTION).
+// usageTable is the table of Usage: envconfig's DefaultTableFormat without
+// its preamble (each binary has its own header).
+const usageTable = "KEY\tTYPE\tDEFAULT\tREQUIRED\tDESCRIPTION\n" +
+	"{{range .}}{{usage_key .}}\t{{usage_type .}}\t{{usage_default .}}\t{{usage_required .}}\t{{usage_description .}}\n{{end}}"
+
+// Usage prints header and envconfig's table of the environment variables of
+// spec (KEY TYPE DEFAULT REQUIRED DESCRIPTION), in columns.
 func Usage(w io.Writer, header string, spec any) error {
-	vars, err := fields(spec)
-	if err != nil {
+	if _, err := fields(spec); err != nil {
 		return err
 	}
 	fmt.Fprint(w, header)
 	tw := tabwriter.NewWriter(w, 1, 0, 4, ' ', 0)
-	fmt.Fprintln(tw, "KEY\tTYPE\tDEFAULT\tREQUIRED\tDESCRIPTION")
-	for _, v := range vars {
-		required := ""
-		if v.required {
-			required = "true"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.key, typeName(v.typ), v.def, required, v.desc)
+	if err := envconfig.Usagef("", spec, tw, usageTable); err != nil {
+		return err
 	}
 	return tw.Flush()
 }
 
 // variable is one field of a configuration struct.
 type variable struct {
-	field, key, def, desc string
-	required              bool
-	typ                   reflect.Type
+	key, def string
+	required bool
+	typ      reflect.Type
 }
 
 // fields lists the variables of spec, those of embedded structs included,
-// in declaration order.
+// in declaration order, as envconfig sees them. A field that envconfig
+// would read under a name of its own making (an exported field without an
+// envconfig tag: FIELDNAME) is an error of the spec.
 func fields(spec any) ([]variable, error) {
 	t := reflect.TypeOf(spec)
-	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
-		return nil, errors.New("config: the spec must be a pointer to a struct")
+	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil, envconfig.ErrInvalidSpecification
 	}
 	var vars []variable
-	var walk func(t reflect.Type)
-	walk = func(t reflect.Type) {
+	var walk func(t reflect.Type) error
+	walk = func(t reflect.Type) error {
 		for i := range t.NumField() {
 			f := t.Field(i)
+			if !f.IsExported() || f.Tag.Get("ignored") == "true" {
+				continue
+			}
 			if f.Anonymous && f.Type.Kind() == reflect.Struct {
-				walk(f.Type)
+				if err := walk(f.Type); err != nil {
+					return err
+				}
 				continue
 			}
-			tag, ok := f.Tag.Lookup("env")
-			if !ok {
-				continue
+			key := f.Tag.Get("envconfig")
+			if key == "" {
+				return fmt.Errorf("config: field %s has no envconfig tag", f.Name)
 			}
-			key, opts, _ := strings.Cut(tag, ",")
 			vars = append(vars, variable{
-				field: f.Name, key: key, def: f.Tag.Get("envDefault"), desc: f.Tag.Get("desc"),
-				required: strings.Contains(opts, "required"), typ: f.Type,
+				key: key, def: f.Tag.Get("default"), required: f.Tag.Get("required") == "true", typ: f.Type,
 			})
 		}
+		return nil
 	}
-	walk(t.Elem())
+	if err := walk(t.Elem()); err != nil {
+		return nil, err
+	}
 	return vars, nil
 }
 
-// typeName is how the usage table names a variable's type.
+// typeName is how an error names a variable's type, as envconfig's usage
+// table does.
 func typeName(t reflect.Type) string {
 	switch {
 	case t == reflect.TypeFor[time.Duration]():
 		return "Duration"
 	case t.Kind() == reflect.Bool:
 		return "True or False"
-	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
 		return "Integer"
+	case t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64:
+		return "Unsigned Integer"
 	case t.Kind() == reflect.Slice:
 		return "Comma-separated list of " + typeName(t.Elem())
 	default:

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -26,16 +28,22 @@ import (
 )
 
 // RunFunc is a binary's whole program: its arguments (the program's name
-// first), its environment, and where it writes.
-type RunFunc func(ctx context.Context, args []string, lookup LookupEnv, stdout, stderr io.Writer) error
+// first) and where it writes. It reads its configuration from the
+// process's environment (Config).
+type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 // Main runs run for the process. When it fails, Main exits with one line
 // "name: error" on stderr: with status 2 for a *UsageError (and its usage
 // after the line), 1 for any other error. SIGINT and SIGTERM cancel run's
-// context.
+// context. SIGHUP never ends the process: from Main's first line on, it is
+// logged and ignored, unless the process reads it as "read the clients file
+// again" (OnHangup).
 func Main(name string, run RunFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args, os.LookupEnv, os.Stdout, os.Stderr)
+	// Never stopped: a SIGHUP while the process exits must not change its
+	// exit status.
+	ctx, _ := catchHangups(context.Background(), os.Stderr)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
 	if err == nil {
 		return
@@ -71,12 +79,12 @@ func IsHelp(arg string) bool {
 
 // Common is the environment every serving process reads.
 type Common struct {
-	DatabaseURL     string        `env:"DATABASE_URL,required" desc:"PostgreSQL URL (pool_max_conns, connect_timeout... may be set in it)"`
-	AdminUser       string        `env:"ADMIN_USER" desc:"HTTP basic auth user of the admin listener"`
-	AdminPassword   string        `env:"ADMIN_PASSWORD" desc:"HTTP basic auth password of the admin listener"`
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" desc:"graceful-stop budget"`
-	LogFormat       string        `env:"LOG_FORMAT" envDefault:"json" desc:"json or text"`
-	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info" desc:"debug, info, warn or error"`
+	DatabaseURL     string        `envconfig:"DATABASE_URL" required:"true" desc:"PostgreSQL URL (pool_max_conns, connect_timeout... may be set in it)"`
+	AdminUser       string        `envconfig:"ADMIN_USER" desc:"HTTP basic auth user of the admin listener"`
+	AdminPassword   string        `envconfig:"ADMIN_PASSWORD" desc:"HTTP basic auth password of the admin listener"`
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"graceful-stop budget"`
+	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
+	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 }
 
 // Validate checks what Common holds beyond its types.
@@ -124,7 +132,9 @@ type PoolOpts struct {
 // OpenPool parses a PostgreSQL URL and returns a pool. It does not wait for
 // the database: a process starts, and reports unready, while the database is
 // down. A connection attempt gives up after 5 s unless the URL sets
-// connect_timeout.
+// connect_timeout. With target_session_attrs=read-write (or primary), as
+// a URL naming a primary and its standby sets it, a connection whose server
+// stops taking writes is dropped from the pool.
 func OpenPool(ctx context.Context, databaseURL string, opts PoolOpts) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -144,11 +154,27 @@ func OpenPool(ctx context.Context, databaseURL string, opts PoolOpts) (*pgxpool.
 			cfg.ConnConfig.RuntimeParams[k] = v
 		}
 	}
+	if writable := urlParam(databaseURL, "target_session_attrs"); writable == "read-write" || writable == "primary" {
+		// A connection is checked for a server that takes writes when it
+		// is made; a server that stops taking them later (a primary fenced
+		// or demoted in a failover) says so on the connection's next
+		// answer. Such a connection is dropped, so that the next one finds
+		// the new primary, rather than kept to fail every write (and read
+		// what the new primary no longer holds) until it breaks.
+		cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) { return !readOnly(c.PgConn()), nil }
+		cfg.AfterRelease = func(c *pgx.Conn) bool { return !readOnly(c.PgConn()) }
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("database pool: %w", err)
 	}
 	return pool, nil
+}
+
+// readOnly reports whether the server of c takes no writes, as it last
+// reported (PostgreSQL 14 and later report both settings on every change).
+func readOnly(c *pgconn.PgConn) bool {
+	return c.ParameterStatus("default_transaction_read_only") == "on" || c.ParameterStatus("in_hot_standby") == "on"
 }
 
 // urlSets reports whether a URL or key=value connection string sets param.
@@ -157,6 +183,20 @@ func urlSets(databaseURL, param string) bool {
 		return u.Query().Has(param)
 	}
 	return strings.Contains(databaseURL, param+"=")
+}
+
+// urlParam returns the value a URL or key=value connection string gives
+// param ("" for none).
+func urlParam(databaseURL, param string) string {
+	if u, err := url.Parse(databaseURL); err == nil && u.Scheme != "" {
+		return u.Query().Get(param)
+	}
+	for _, field := range strings.Fields(databaseURL) {
+		if v, ok := strings.CutPrefix(field, param+"="); ok {
+			return strings.Trim(v, "'")
+		}
+	}
+	return ""
 }
 
 // redact keeps a password in the URL out of an error message.
@@ -177,10 +217,11 @@ type Process struct {
 	Pool     *pgxpool.Pool
 	Registry *prometheus.Registry
 
-	common *Common
-	group  *errgroup.Group
-	ctx    context.Context
-	cancel context.CancelFunc
+	common  *Common
+	hangups *hangups // nil when SIGHUP is not caught (run in-process)
+	group   *errgroup.Group
+	ctx     context.Context
+	cancel  context.CancelFunc
 }
 
 // Start opens what a process needs: the logger (on stdout), the pool and a
@@ -197,9 +238,13 @@ func Start(ctx context.Context, c *Common, stdout io.Writer, pool PoolOpts) (*Pr
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	hangups := hangupsOf(ctx)
+	if hangups != nil {
+		hangups.started(logger)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	group, gctx := errgroup.WithContext(ctx)
-	return &Process{Logger: logger, Pool: p, Registry: registry, common: c, group: group, ctx: gctx, cancel: cancel}, nil
+	return &Process{Logger: logger, Pool: p, Registry: registry, common: c, hangups: hangups, group: group, ctx: gctx, cancel: cancel}, nil
 }
 
 // Context is done when the process is told to stop, or when any of its work
@@ -223,18 +268,26 @@ func (p *Process) Listen(variable, addr string, srv *http.Server) (net.Addr, err
 	return ln.Addr(), nil
 }
 
-// OnSignal runs fn each time the process receives sig (SIGHUP, to read a
-// file again), until the process stops.
-func (p *Process) OnSignal(sig os.Signal, fn func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, sig)
+// OnHangup runs fn, as part of the process's work, each time the process
+// receives SIGHUP (to read the clients file again), and once at once when
+// one came while the process started; SIGHUPs that come while fn runs are
+// answered by one more run. It does nothing in a process that does not
+// catch SIGHUP (run called in-process, not through Main).
+func (p *Process) OnHangup(fn func()) {
+	if p.hangups == nil {
+		return
+	}
+	reload := make(chan struct{}, 1)
+	if p.hangups.handle(reload) {
+		reload <- struct{}{}
+	}
 	p.Go(func(ctx context.Context) error {
-		defer signal.Stop(ch)
+		defer p.hangups.stopping()
 		for {
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-ch:
+			case <-reload:
 				fn()
 			}
 		}
@@ -244,6 +297,9 @@ func (p *Process) OnSignal(sig os.Signal, fn func()) {
 // Wait waits for the process's work to end, and closes the pool.
 func (p *Process) Wait() error {
 	err := p.group.Wait()
+	if p.hangups != nil {
+		p.hangups.stopping()
+	}
 	p.cancel()
 	p.Pool.Close()
 	return err

@@ -1,5 +1,6 @@
 // The demo page's own script: it reads the page's configuration (written
-// into the page by the demo site), imports the snippet from the api, and
+// into the page by the demo site), imports the snippet (the site's own
+// copy, so that the form works even while the api is out of reach), and
 // hands it the form. Should the snippet not load, the form still posts to
 // /not-sent, which tells the visitor that nothing was sent.
 const config = JSON.parse(document.getElementById("leadintake-config").textContent);

@@ -1,0 +1,15 @@
+// Package helm holds the tests of leadintake's Helm chart (leadintake/, with
+// values-production.yaml beside it), in a module of its own so that Helm and
+// the Kubernetes API types stay out of the service's module.
+//
+// The tests run Helm's own command (`go tool helm`, pinned in go.mod): `helm
+// lint`, and `helm template` with the default and the production-like values.
+// Every rendered object is decoded strictly into its Kubernetes API type
+// (k8s.io/api, and prometheus-operator's for the ServiceMonitor and the
+// PrometheusRule): an unknown or misplaced field fails. Then they check what
+// the README's "Running on Kubernetes" says the chart does (the secrets to
+// create, the probes, the grace periods, the migration hook), that the
+// objects refer to one another rightly (selectors, ports, volumes, the
+// autoscalers' targets), that the PrometheusRule is deploy/prometheus/alerts.yml,
+// and run the clients file's reloader against a real api process.
+package helm

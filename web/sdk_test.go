@@ -1,0 +1,213 @@
+package web_test
+
+import (
+	"context"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leadintake/leadintake/web"
+)
+
+// readFile reads a file of the repository, relative to this package.
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.FromSlash(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sha384Integrity is a Subresource Integrity hash, computed here apart
+// from the package's own.
+func sha384Integrity(b []byte) string {
+	sum := sha512.Sum384(b)
+	return "sha384-" + base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// The package a site hosts or bundles: one version, in package.json, and
+// the module and declarations it names.
+func TestSDKPackage(t *testing.T) {
+	t.Parallel()
+	var pkg struct {
+		Name, Version, Type, Main, Types string
+		Files                            []string
+	}
+	if err := json.Unmarshal(readFile(t, "sdk/package.json"), &pkg); err != nil {
+		t.Fatal(err)
+	}
+	if pkg.Version != web.SnippetVersion || pkg.Type != "module" || pkg.Main != "./leadintake.js" || pkg.Types != "./leadintake.d.ts" ||
+		!slices.Equal(pkg.Files, []string{"leadintake.js", "leadintake.d.ts"}) {
+		t.Errorf("sdk/package.json %+v, SnippetVersion %q", pkg, web.SnippetVersion)
+	}
+	// The api serves the package's file, byte for byte.
+	if src := readFile(t, "sdk/leadintake.js"); string(src) != string(web.SnippetSource()) {
+		t.Error("the embedded snippet is not sdk/leadintake.js")
+	}
+	if got, want := web.SnippetIntegrity, sha384Integrity(readFile(t, "sdk/leadintake.js")); got != want {
+		t.Errorf("SnippetIntegrity %s, want %s", got, want)
+	}
+}
+
+// The README gives the current version's integrity hash, with which a site
+// pins the versioned URL: it must be the hash of the file as it is.
+func TestREADMEIntegrity(t *testing.T) {
+	t.Parallel()
+	readme := string(readFile(t, "../README.md"))
+	want := sha384Integrity(readFile(t, "sdk/leadintake.js"))
+	hashes := regexp.MustCompile(`sha384-[A-Za-z0-9+/]{64}`).FindAllString(readme, -1)
+	if len(hashes) == 0 {
+		t.Fatalf("the README gives no sha384 integrity hash; the snippet's is %s", want)
+	}
+	for _, h := range hashes {
+		if h != want {
+			t.Errorf("the README gives the integrity %s; sdk/leadintake.js %s has %s", h, web.SnippetVersion, want)
+		}
+	}
+	if url := "leadintake@" + web.SnippetVersion + ".js"; !strings.Contains(readme, url) {
+		t.Errorf("the README does not name the current versioned URL, %s", url)
+	}
+}
+
+// exported lists the names a module exports and, for a function, its
+// parameters: from the JavaScript module or from its declarations.
+var exportPatterns = []*regexp.Regexp{
+	regexp.MustCompile(`(?m)^export (?:declare )?(?:async )?function (\w+)\(([^)]*)\)`),
+	regexp.MustCompile(`(?m)^export (?:declare )?(?:const|class) (\w+)()`),
+}
+
+func exported(src string) map[string][]string {
+	names := map[string][]string{}
+	for _, re := range exportPatterns {
+		for _, m := range re.FindAllStringSubmatch(src, -1) {
+			var params []string
+			depth := 0
+			for p := range strings.SplitSeq(m[2], ",") {
+				// Only the top-level parameter names: "options?: {a; b}" is options.
+				if depth == 0 && strings.TrimSpace(p) != "" {
+					name, _, _ := strings.Cut(strings.TrimSpace(p), ":")
+					name, _, _ = strings.Cut(name, "=")
+					params = append(params, strings.TrimSuffix(strings.TrimSpace(name), "?"))
+				}
+				depth += strings.Count(p, "{") - strings.Count(p, "}")
+			}
+			names[m[1]] = params
+		}
+	}
+	return names
+}
+
+// The declarations name what the module exports, with the same parameters:
+// a quick check that needs no tools. TestSDKDeclarationsTypeCheck
+// compares the types too.
+func TestSDKDeclarationsNameTheExports(t *testing.T) {
+	t.Parallel()
+	js := exported(string(readFile(t, "sdk/leadintake.js")))
+	dts := exported(string(readFile(t, "sdk/leadintake.d.ts")))
+	for _, want := range []string{"submitLead", "attachForm", "resumeLead", "pendingLead", "leadFromForm", "OutcomeUnknown", "PROGRESS_EVENT"} {
+		if _, ok := js[want]; !ok {
+			t.Errorf("the module does not export %s", want)
+		}
+	}
+	for name, params := range js {
+		if got, ok := dts[name]; !ok {
+			t.Errorf("leadintake.d.ts does not declare %s", name)
+		} else if !slices.Equal(got, params) {
+			t.Errorf("%s: declared with parameters %q, the module's are %q", name, got, params)
+		}
+	}
+	for name := range dts {
+		if _, ok := js[name]; !ok {
+			t.Errorf("leadintake.d.ts declares %s, which the module does not export", name)
+		}
+	}
+}
+
+// compatCheck asserts, export by export, that the declarations and the
+// types TypeScript reads from the module's own JSDoc are the same types.
+const compatCheck = `import * as declared from "./leadintake.js";
+import * as module from "./gen/leadintake.js";
+
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+
+export const names: Same<keyof typeof declared, keyof typeof module> = true;
+export const progress: Same<typeof declared.PROGRESS_EVENT, typeof module.PROGRESS_EVENT> = true;
+export const outcome: Same<typeof declared.OutcomeUnknown, typeof module.OutcomeUnknown> = true;
+export const outcomeInstance: Same<declared.OutcomeUnknown, module.OutcomeUnknown> = true;
+export const pending: Same<typeof declared.pendingLead, typeof module.pendingLead> = true;
+export const submit: Same<typeof declared.submitLead, typeof module.submitLead> = true;
+export const resume: Same<typeof declared.resumeLead, typeof module.resumeLead> = true;
+export const read: Same<typeof declared.leadFromForm, typeof module.leadFromForm> = true;
+export const attach: Same<typeof declared.attachForm, typeof module.attachForm> = true;
+
+// What a page writes compiles against the declarations.
+const form = document.querySelector("form")!;
+const handle = declared.attachForm(form, { api: "https://leads.example.com", publishableKey: "pk_x", map: { email: "work_email" } });
+handle.detach();
+declared.submitLead({ publishableKey: "pk_x", lead: { email: "a@example.com", source: "website", fields: { budget: "10k" } }, captcha: () => "t", shownAt: Date.now() })
+  .then((a: declared.Answer) => a.status === "received" || a.status === "completed");
+`
+
+// The declarations against the module, with the TypeScript compiler from
+// npm (the version sdk/package.json pins): TypeScript reads the module's
+// types from its JSDoc, and every export must have the declared type. It
+// needs npm and the registry: skipped without npm, except under CI=true.
+func TestSDKDeclarationsTypeCheck(t *testing.T) {
+	t.Parallel()
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no npm in CI: %v", err)
+		}
+		t.Skipf("no npm: %v", err)
+	}
+	var pkg struct {
+		DevDependencies map[string]string `json:"devDependencies"`
+	}
+	if err := json.Unmarshal(readFile(t, "sdk/package.json"), &pkg); err != nil {
+		t.Fatal(err)
+	}
+	version := pkg.DevDependencies["typescript"]
+	if version == "" {
+		t.Fatal("sdk/package.json pins no typescript")
+	}
+	dir := t.TempDir()
+	write := func(name string, b []byte) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("package.json", []byte(`{"private": true, "type": "module"}`))
+	write("leadintake.d.ts", readFile(t, "sdk/leadintake.d.ts"))
+	write("src/leadintake.js", readFile(t, "sdk/leadintake.js"))
+	write("compat.ts", []byte(compatCheck))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	run := func(name string, args ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "npm_config_update_notifier=false", "npm_config_fund=false", "npm_config_audit=false")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+		}
+	}
+	run(npm, "install", "--no-save", "--ignore-scripts", "typescript@"+version)
+	tsc := filepath.Join(dir, "node_modules", ".bin", "tsc")
+	lib := "es2022,dom,dom.iterable"
+	run(tsc, "--allowJs", "--declaration", "--emitDeclarationOnly", "--target", "es2022", "--module", "es2022", "--lib", lib, "--outDir", "gen", "src/leadintake.js")
+	run(tsc, "--noEmit", "--strict", "--target", "es2022", "--module", "es2022", "--moduleResolution", "bundler", "--lib", lib, "leadintake.d.ts", "compat.ts")
+}
