@@ -106,7 +106,9 @@ type gate struct {
 
 // seenState is what a worker last learnt of a downstream.
 type seenState struct {
-	healthy bool // up, holding nothing, no failure in a row
+	// healthy: up, holding nothing, and no failure in a row since its last
+	// success (whose count a success must otherwise reset).
+	healthy bool
 	at      time.Time
 }
 
@@ -145,7 +147,7 @@ func (g *gate) admit(ctx context.Context, name string) (f *lead.Failure, bookAt 
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	g.note(name, adm.Go && !adm.Probe)
+	g.note(name, adm.Clean)
 	switch {
 	case !adm.Go && adm.Hold == lead.HoldDown:
 		// A recovery wakes the lead, and so does its turn to probe.

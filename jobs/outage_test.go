@@ -259,3 +259,28 @@ func TestDeliveryLogOfALead(t *testing.T) {
 		t.Errorf("calls not oldest first: %+v", calls)
 	}
 }
+
+// One lead's failures are never an outage, even right after another lead's
+// failures that ended in a success: the success starts the count again.
+func TestOneLeadsFailuresAfterAnothersSuccess(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &setupOpts{MaxAttempts: 10, Outages: jobs.Outages{Failures: 4}})
+	// The first lead fails three times, then goes through.
+	b.fake.Script(fake.CRMUpsert, fake.Fault{Status: http.StatusBadGateway}, fake.Fault{Status: http.StatusBadGateway},
+		fake.Fault{Status: http.StatusBadGateway})
+	first := b.submit(t, adaBody)
+	if got := b.waitFinished(t, first.Key); got.State != lead.KeyCompleted {
+		t.Fatalf("first lead: %s", got.Raw)
+	}
+	// The second fails on every attempt, alone: its attempts run out.
+	faults := make([]fake.Fault, 10)
+	for i := range faults {
+		faults[i] = fake.Fault{Status: http.StatusBadGateway}
+	}
+	b.fake.Script(fake.CRMUpsert, faults...)
+	second := b.submit(t, adaBody)
+	requireFailed(t, b.waitFinished(t, second.Key), second.LeadID, http.StatusBadGateway, "downstream_unavailable")
+	if !b.downstreamUp(t, store.DownstreamCRM) {
+		t.Error("one lead's failures made the CRM down")
+	}
+}

@@ -62,13 +62,16 @@ type Admission struct {
 	// how long it says to wait.
 	Hold lead.Hold
 	Wait time.Duration
+	// Clean: the downstream is up with no failure in a row since its last
+	// success: a success needs no report (ReportSuccess) to keep it so.
+	Clean bool
 }
 
 // admitReadSQL reads a downstream's state, without a lock: the way of a
 // downstream without a rate limit.
 const admitReadSQL = `
 SELECT up, coalesce(next_probe_at <= now(), false), coalesce(extract(epoch FROM next_probe_at - now()), 0),
-       coalesce(extract(epoch FROM held_until - now()), 0)
+       coalesce(extract(epoch FROM held_until - now()), 0), failures = 0
 FROM downstreams WHERE name = $1`
 
 // takeProbeSQL makes the caller the probe of a downstream that is down,
@@ -85,7 +88,7 @@ RETURNING true`
 // and the wait of a booked call in seconds.
 const admitLimitedSQL = `
 WITH cur AS (
-    SELECT name, up, next_probe_at, held_until,
+    SELECT name, up, next_probe_at, held_until, failures,
            least(@burst::float8, coalesce(tokens, @burst::float8)
                  + extract(epoch FROM now() - coalesce(tokens_at, now())) * @rate::float8) AS tokens
     FROM downstreams WHERE name = @name
@@ -105,7 +108,8 @@ UPDATE downstreams t SET
     next_probe_at = CASE WHEN g.probe AND g.go THEN now() + @probe_interval::float8 * interval '1 second' ELSE t.next_probe_at END
 FROM g WHERE t.name = g.name
 RETURNING g.go, g.probe AND g.go, g.up, g.held,
-    coalesce(extract(epoch FROM g.held_until - now()), 0), coalesce(extract(epoch FROM g.next_probe_at - now()), 0), g.wait`
+    coalesce(extract(epoch FROM g.held_until - now()), 0), coalesce(extract(epoch FROM g.next_probe_at - now()), 0), g.wait,
+    g.up AND NOT g.held AND g.failures = 0`
 
 // Admit decides whether one call of leadID to the downstream name may start
 // now, as every worker of the database sees it: not while the downstream is
@@ -115,17 +119,17 @@ RETURNING g.go, g.probe AND g.go, g.up, g.held,
 func (s *Store) Admit(ctx context.Context, name string, o AdmitOpts) (Admission, error) {
 	if o.Limit.IsZero() {
 		var (
-			up, probeDue      bool
-			probeIn, heldLeft float64
+			up, probeDue, clean bool
+			probeIn, heldLeft   float64
 		)
-		if err := s.db.QueryRow(ctx, admitReadSQL, name).Scan(&up, &probeDue, &probeIn, &heldLeft); err != nil {
+		if err := s.db.QueryRow(ctx, admitReadSQL, name).Scan(&up, &probeDue, &probeIn, &heldLeft, &clean); err != nil {
 			return Admission{}, fmt.Errorf("admit %s: %w", name, err)
 		}
 		switch {
 		case heldLeft > 0:
 			return Admission{Hold: lead.HoldCalls, Wait: seconds(heldLeft)}, nil
 		case up:
-			return Admission{Go: true}, nil
+			return Admission{Go: true, Clean: clean}, nil
 		case !probeDue:
 			return Admission{Hold: lead.HoldDown, Wait: seconds(probeIn)}, nil
 		}
@@ -147,7 +151,7 @@ func (s *Store) Admit(ctx context.Context, name string, o AdmitOpts) (Admission,
 	err := s.db.QueryRow(ctx, admitLimitedSQL, pgx.NamedArgs{
 		"name": name, "burst": float64(o.Limit.N), "rate": o.Limit.rate(),
 		"max_ahead": o.MaxAhead.Seconds(), "probe_interval": o.ProbeInterval.Seconds(),
-	}).Scan(&a.Go, &a.Probe, &up, &held, &heldLeft, &probeIn, &booked)
+	}).Scan(&a.Go, &a.Probe, &up, &held, &heldLeft, &probeIn, &booked, &a.Clean)
 	if err != nil {
 		return Admission{}, fmt.Errorf("admit %s: %w", name, err)
 	}
