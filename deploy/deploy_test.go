@@ -62,6 +62,9 @@ var databaseWide = []string{
 	"leadintake_callback_oldest_pending_age_seconds",
 	"leadintake_queue_jobs",
 	"leadintake_queue_oldest_available_seconds",
+	"leadintake_downstream_up",
+	"leadintake_leads_waiting",
+	"leadintake_leads_waiting_oldest_seconds",
 }
 
 // checkQuery parses q and checks that it selects named metrics, and that
@@ -306,6 +309,7 @@ func TestDashboardCoversMetrics(t *testing.T) {
 		"leadintake_keys_deleted_total", "leadintake_callback_deliveries_total",
 		"leadintake_callback_delivery_seconds_bucket", "leadintake_callback_oldest_pending_age_seconds",
 		"leadintake_queue_jobs", "leadintake_queue_oldest_available_seconds", "leadintake_leads_erased_total",
+		"leadintake_downstream_up", "leadintake_leads_waiting", "leadintake_leads_waiting_oldest_seconds",
 	} {
 		if !onDashboard[m] {
 			t.Errorf("dashboard: no panel shows %s", m)

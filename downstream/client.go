@@ -29,6 +29,28 @@ const (
 // maxResponseBytes bounds what is read of an answer.
 const maxResponseBytes = 1 << 20
 
+// CallInfo is what a call learnt beyond its result: the HTTP status of its
+// answer (0 when none came). A caller that wants it puts one in the call's
+// context (WithCallInfo); the Client, and the Simulator, fill it in.
+type CallInfo struct {
+	Status int
+}
+
+type callInfoKey struct{}
+
+// WithCallInfo returns ctx carrying a CallInfo, and the CallInfo.
+func WithCallInfo(ctx context.Context) (context.Context, *CallInfo) {
+	info := &CallInfo{}
+	return context.WithValue(ctx, callInfoKey{}, info), info
+}
+
+// noteStatus records status in the CallInfo of ctx, if it carries one.
+func noteStatus(ctx context.Context, status int) {
+	if info, ok := ctx.Value(callInfoKey{}).(*CallInfo); ok {
+		info.Status = status
+	}
+}
+
 // EnrichmentRequest is what the enrichment service is asked about. Every
 // member the contract names is sent, empty when the lead has no value.
 type EnrichmentRequest struct {
@@ -290,6 +312,7 @@ func (c *Client) do(ctx context.Context, ep endpoint, target, method, u string, 
 	if err != nil {
 		return false, transportError(target, err)
 	}
+	noteStatus(ctx, resp.StatusCode)
 	defer func() {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes))
 		resp.Body.Close()

@@ -19,7 +19,8 @@ var (
 )
 
 // Enrich derives a stand-in enrichment from the email's domain.
-func (Simulator) Enrich(_ context.Context, req *EnrichmentRequest) (*Enrichment, error) {
+func (Simulator) Enrich(ctx context.Context, req *EnrichmentRequest) (*Enrichment, error) {
+	noteStatus(ctx, 200)
 	_, domain, _ := strings.Cut(strings.ToLower(req.Email), "@")
 	sum := sha256.Sum256([]byte(domain))
 	n := binary.BigEndian.Uint64(sum[:8])
@@ -31,22 +32,28 @@ func (Simulator) Enrich(_ context.Context, req *EnrichmentRequest) (*Enrichment,
 }
 
 // UpsertLead returns a stand-in CRM id derived from the external reference.
-func (Simulator) UpsertLead(_ context.Context, lead *CRMLead) (string, error) {
+func (Simulator) UpsertLead(ctx context.Context, lead *CRMLead) (string, error) {
+	noteStatus(ctx, 200)
 	return simID(lead.ExternalRef), nil
 }
 
 // CreateLead returns the same stand-in id as UpsertLead.
-func (Simulator) CreateLead(_ context.Context, lead *CRMLead) (string, error) {
+func (Simulator) CreateLead(ctx context.Context, lead *CRMLead) (string, error) {
+	noteStatus(ctx, 201)
 	return simID(lead.ExternalRef), nil
 }
 
 // LookupLead finds every reference, under its stand-in id.
-func (Simulator) LookupLead(_ context.Context, externalRef string) (string, bool, error) {
+func (Simulator) LookupLead(ctx context.Context, externalRef string) (string, bool, error) {
+	noteStatus(ctx, 200)
 	return simID(externalRef), true, nil
 }
 
 // Notify sends nothing and succeeds.
-func (Simulator) Notify(context.Context, *Notification) error { return nil }
+func (Simulator) Notify(ctx context.Context, _ *Notification) error {
+	noteStatus(ctx, 200)
+	return nil
+}
 
 func simID(externalRef string) string {
 	ref := strings.TrimPrefix(externalRef, "li_")

@@ -193,6 +193,11 @@ func TestBadConfigurationExitsWithOneLine(t *testing.T) {
 		{"worker/missing CRM_URL", "worker", nil, db + " ENRICHMENT_URL=http://127.0.0.1:1/e NOTIFY_URL=http://127.0.0.1:1/n", "CRM_URL"},
 		{"worker/malformed SIMULATE_DOWNSTREAM", "worker", nil, db + " " + urls + " SIMULATE_DOWNSTREAM=perhaps", "SIMULATE_DOWNSTREAM"},
 		{"worker/RESCUE_STUCK_AFTER below JOB_TIMEOUT", "worker", nil, db + " " + urls + " RESCUE_STUCK_AFTER=10s", "RESCUE_STUCK_AFTER"},
+		{"worker/malformed CRM_RATE_LIMIT", "worker", nil, db + " " + urls + " CRM_RATE_LIMIT=lots", "CRM_RATE_LIMIT"},
+		{"worker/zero NOTIFY_RATE_LIMIT", "worker", nil, db + " " + urls + " NOTIFY_RATE_LIMIT=0/s", "NOTIFY_RATE_LIMIT"},
+		{"worker/bad period of ENRICHMENT_RATE_LIMIT", "worker", nil, db + " " + urls + " ENRICHMENT_RATE_LIMIT=100/-10s", "ENRICHMENT_RATE_LIMIT"},
+		{"worker/malformed PROBE_INTERVAL", "worker", nil, db + " " + urls + " PROBE_INTERVAL=often", "PROBE_INTERVAL"},
+		{"worker/zero DELIVERY_MAX_AGE", "worker", nil, db + " " + urls + " DELIVERY_MAX_AGE=0s", "DELIVERY_MAX_AGE"},
 		// A job rescued while its first run still writes would run twice.
 		{"worker/RESCUE_STUCK_AFTER equal to JOB_TIMEOUT", "worker", nil, db + " " + urls + " JOB_TIMEOUT=60s RESCUE_STUCK_AFTER=60s", "RESCUE_STUCK_AFTER"},
 		{"worker/RESCUE_STUCK_AFTER just past JOB_TIMEOUT", "worker", nil, db + " " + urls + " JOB_TIMEOUT=60s RESCUE_STUCK_AFTER=61s", "RESCUE_STUCK_AFTER"},

@@ -24,7 +24,14 @@ func (s *stack) command(args ...string) ran {
 // headers given.
 func postErasure(t *testing.T, admin string, auth basicAuth, body string, header map[string]string) *response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, admin+"/admin/erasures", strings.NewReader(body))
+	return postAdmin(t, admin+"/admin/erasures", auth, body, header)
+}
+
+// postAdmin POSTs a JSON body to url on an admin listener, with basic auth
+// (none when auth is zero) and the headers given.
+func postAdmin(t *testing.T, url string, auth basicAuth, body string, header map[string]string) *response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

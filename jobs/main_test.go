@@ -78,6 +78,9 @@ type setupOpts struct {
 	AwaitRecheck time.Duration
 	// CallbackMaxAge is the worker's; default an hour.
 	CallbackMaxAge time.Duration
+	// Outages are the worker's; ProbeInterval defaults to a second, and the
+	// periodic wake-up of waiting leads runs at that interval.
+	Outages jobs.Outages
 }
 
 // hashKey keys the email's hash that finds a person's leads
@@ -198,7 +201,9 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 		Store:          b.store, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
 		AwaitRecheck: cmp.Or(opts.AwaitRecheck, time.Second),
 		Logger:       logger.With(slog.String("component", "jobs")),
+		Outages:      opts.Outages,
 	}
+	cfg.Outages.ProbeInterval = cmp.Or(cfg.Outages.ProbeInterval, time.Second)
 	b.cfg = cfg
 	b.riverConfig = func() *river.Config {
 		workers := river.NewWorkers()
@@ -207,7 +212,10 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 		river.AddWorker(workers, jobs.NewReconcileWorker(cfg))
 		river.AddWorker(workers, jobs.NewFinishOrphansWorker(cfg))
 		river.AddWorker(workers, jobs.NewDeliverCallbackWorker(cfg))
+		river.AddWorker(workers, jobs.NewWakeWaitingWorker(cfg))
 		return &river.Config{
+			PeriodicJobs: []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(cfg.Outages.ProbeInterval),
+				func() (river.JobArgs, *river.InsertOpts) { return jobs.WakeWaitingArgs{}, nil }, nil)},
 			Logger: logger.With(slog.String("component", "river")),
 			Queues: map[string]river.QueueConfig{
 				river.QueueDefault:    {MaxWorkers: 4},

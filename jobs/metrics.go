@@ -236,3 +236,59 @@ func (q *queues) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(q.oldest, prometheus.GaugeValue, q.oldestS[name], name)
 	}
 }
+
+// downstreams reports, on each scrape, what every worker of the database
+// knows of each downstream (read at most every 5 s; database-wide:
+// aggregate with max across workers): whether it is up, and the leads that
+// wait for it.
+type downstreams struct {
+	store                *store.Store
+	up, waiting, waitAge *prometheus.Desc
+
+	mu     sync.Mutex
+	readAt time.Time
+	states []store.DownstreamState
+}
+
+// NewDownstreamsCollector returns a collector of
+// leadintake_downstream_up{downstream}, leadintake_leads_waiting{downstream}
+// and leadintake_leads_waiting_oldest_seconds{downstream}.
+func NewDownstreamsCollector(st *store.Store) prometheus.Collector {
+	return &downstreams{
+		store: st,
+		up: prometheus.NewDesc("leadintake_downstream_up",
+			"1 while the downstream answers, 0 while it is down: its calls fail for every lead that tries it (database-wide).", []string{"downstream"}, nil),
+		waiting: prometheus.NewDesc("leadintake_leads_waiting",
+			"Leads waiting for the downstream, down, holding calls or out of rate limit, without spending attempts (database-wide).", []string{"downstream"}, nil),
+		waitAge: prometheus.NewDesc("leadintake_leads_waiting_oldest_seconds",
+			"How long the lead that has waited longest for the downstream has waited (database-wide); 0 when none waits.", []string{"downstream"}, nil),
+	}
+}
+
+func (d *downstreams) Describe(ch chan<- *prometheus.Desc) {
+	ch <- d.up
+	ch <- d.waiting
+	ch <- d.waitAge
+}
+
+func (d *downstreams) Collect(ch chan<- prometheus.Metric) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if time.Since(d.readAt) > 5*time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		states, err := d.store.DownstreamStates(ctx)
+		cancel()
+		if err == nil {
+			d.states, d.readAt = states, time.Now()
+		}
+	}
+	for _, s := range d.states {
+		up := 0.0
+		if s.Up {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(d.up, prometheus.GaugeValue, up, s.Name)
+		ch <- prometheus.MustNewConstMetric(d.waiting, prometheus.GaugeValue, float64(s.Waiting), s.Name)
+		ch <- prometheus.MustNewConstMetric(d.waitAge, prometheus.GaugeValue, s.OldestWaiting.Seconds(), s.Name)
+	}
+}

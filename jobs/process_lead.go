@@ -63,6 +63,9 @@ type Config struct {
 	// checks again whether the key it supersedes has finished (it is woken
 	// at once when that key finishes). Default a minute.
 	AwaitRecheck time.Duration
+	// Outages configure the downstreams' shared state: outages, holds and
+	// rate limits.
+	Outages Outages
 }
 
 // withDefaults fills in what cfg leaves unset.
@@ -88,6 +91,7 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Callbacks == nil {
 		cfg.Callbacks = downstream.NewCallbacks(0, nil)
 	}
+	cfg.Outages = cfg.Outages.withDefaults()
 	return cfg
 }
 
@@ -112,11 +116,14 @@ type ProcessLeadWorker struct {
 	// attempt: River asks NextRetry after Work returns, with nothing of
 	// Work's error.
 	retryAt retryTimes
+	// gate admits the calls to the downstreams, and reports their results.
+	gate *gate
 }
 
 // NewProcessLeadWorker returns the worker.
 func NewProcessLeadWorker(cfg Config) *ProcessLeadWorker {
-	return &ProcessLeadWorker{cfg: cfg.withDefaults()}
+	cfg = cfg.withDefaults()
+	return &ProcessLeadWorker{cfg: cfg, gate: newGate(cfg.Store, cfg.Outages)}
 }
 
 // NextRetry honours a downstream's Retry-After (capped at an hour, even past
@@ -155,21 +162,50 @@ type leadRun struct {
 	// saved.
 	enrichment *downstream.Enrichment
 	fresh      bool
+	// calls are the downstream calls made since the last save, for the
+	// delivery log.
+	calls []store.Call
+	// bookedFor and bookedAt are a call booked ahead in a rate limit, to
+	// be saved with the wait until then.
+	bookedFor string
+	bookedAt  time.Time
 }
 
 // loop runs the lead's actions until one ends the attempt. lead.Next
-// decides each action and when the state is saved before it.
-func (r *leadRun) loop(ctx context.Context) error {
-	in := lead.Input{Key: r.lead.KeyState, Mode: r.w.cfg.CRMMode, LastAttempt: r.job.Attempt >= r.job.MaxAttempts}
+// decides each action and when the state is saved before it; a call goes
+// to its downstream only when the downstream's shared state admits it.
+func (r *leadRun) loop(ctx context.Context) (err error) {
+	in := lead.Input{
+		Key: r.lead.KeyState, Mode: r.w.cfg.CRMMode, LastAttempt: r.job.Attempt >= r.job.MaxAttempts,
+		DeliveryExpired: time.Since(r.lead.DeliverySince) >= r.w.cfg.Outages.DeliveryMaxAge,
+	}
+	defer func() {
+		// The calls no save took with it.
+		if len(r.calls) > 0 {
+			dctx, cancel := dbContext(ctx)
+			defer cancel()
+			err = errors.Join(err, r.w.cfg.Store.LogCalls(dctx, r.calls))
+		}
+	}()
 	s := r.lead.State
 	var lastErr error
 	for {
 		act, next := lead.Next(s, in)
+		if act.Kind.Calls() {
+			held, err := r.admit(ctx, act)
+			if err != nil {
+				return err
+			}
+			if held != nil {
+				in.Last, lastErr = &lead.Result{Action: act, Failure: held}, nil
+				continue
+			}
+		}
 		if next != s {
 			r.noteGivenUp(ctx, s, next, lastErr)
 		}
 		if act.Save != lead.SaveNone {
-			if err := r.save(ctx, next, act.Save == lead.SaveDurable); err != nil {
+			if err := r.save(ctx, next, act); err != nil {
 				return r.saveFailed(ctx, err)
 			}
 			in.Held = true
@@ -196,27 +232,76 @@ func (r *leadRun) loop(ctx context.Context) error {
 			// happens.
 			r.w.cfg.Logger.InfoContext(ctx, "amendment waits for the key it supersedes", r.attrs()...)
 			return river.JobSnooze(r.w.cfg.AwaitRecheck)
+		case lead.ActWait:
+			// No attempt is spent. The wait ends at the lead's
+			// DELIVERY_MAX_AGE at the latest, when it ends as at the end of
+			// its attempts; a recovery of the downstream wakes it sooner.
+			name, _ := downstreamOf(act.Waits)
+			wait := max(min(act.RetryAfter, time.Until(r.lead.DeliverySince.Add(r.w.cfg.Outages.DeliveryMaxAge))), time.Second)
+			r.w.cfg.Logger.InfoContext(ctx, "lead waits for a downstream", r.attrs(slog.String("downstream", name), slog.Duration("wait", wait))...)
+			return river.JobSnooze(wait)
 		}
 		in.Last, lastErr = r.call(ctx, s, act)
 	}
 }
 
-// save records the state (and a fresh enrichment answer) before the next
-// call.
-func (r *leadRun) save(ctx context.Context, s lead.State, durable bool) error {
-	var raw json.RawMessage
+// admit asks the gate whether the call of act may start, and returns nil
+// when it may, or the hold that keeps it back (logged as not sent). A call
+// this lead booked ahead in a rate limit starts at its time, without asking
+// again.
+func (r *leadRun) admit(ctx context.Context, act lead.Action) (*lead.Failure, error) {
+	name, step := downstreamOf(act.Kind)
+	if r.lead.BookedFor == name {
+		r.lead.BookedFor = "" // used, whatever comes of it
+		if wait := time.Until(r.lead.BookedAt); wait > inProcessWait {
+			// Woken before its time: it snoozes again, keeping the booking.
+			r.bookedFor, r.bookedAt = name, r.lead.BookedAt
+			return &lead.Failure{Transient: true, Hold: lead.HoldRate, NotSent: true, RetryAfter: wait}, nil
+		} else if err := sleep(ctx, wait); err != nil {
+			return &lead.Failure{Transient: true, Uncertain: true, Stopping: true}, nil
+		}
+		return nil, nil
+	}
+	dctx, cancel := dbContext(ctx)
+	held, bookAt, err := r.w.gate.admit(dctx, name)
+	cancel()
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return &lead.Failure{Transient: true, Uncertain: true, Stopping: true}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if held != nil {
+		if !bookAt.IsZero() {
+			r.bookedFor, r.bookedAt = name, bookAt
+		}
+		r.calls = append(r.calls, store.Call{
+			LeadID: r.lead.ID, Step: step, Attempt: r.job.Attempt, StartedAt: time.Now(), Outcome: store.CallNotSent,
+		})
+	}
+	return held, nil
+}
+
+// save records the state before act (with a fresh enrichment answer, the
+// calls made since the last save, and what the lead waits for).
+func (r *leadRun) save(ctx context.Context, s lead.State, act lead.Action) error {
+	p := store.SaveParams{State: s, Durable: act.Save == lead.SaveDurable, Calls: r.calls}
 	if r.fresh {
 		var err error
-		if raw, err = json.Marshal(r.enrichment); err != nil {
+		if p.Enrichment, err = json.Marshal(r.enrichment); err != nil {
 			return err
 		}
 	}
+	if act.Kind == lead.ActWait {
+		p.WaitingFor, _ = downstreamOf(act.Waits)
+		p.BookedFor, p.BookedAt = r.bookedFor, r.bookedAt
+	}
 	dctx, cancel := dbContext(ctx)
 	defer cancel()
-	if err := r.w.cfg.Store.Save(dctx, &r.lead.Run, s, raw, durable); err != nil {
+	if err := r.w.cfg.Store.Save(dctx, &r.lead.Run, p); err != nil {
 		return err
 	}
-	r.fresh = false
+	r.fresh, r.calls = false, nil
 	return nil
 }
 
@@ -244,10 +329,14 @@ func (r *leadRun) noteGivenUp(ctx context.Context, before, after lead.State, err
 	}
 }
 
-// call runs the call of act and classifies its result.
+// call runs the call of act, logs it, reports it to the downstream's shared
+// state, and classifies its result.
 func (r *leadRun) call(ctx context.Context, s lead.State, act lead.Action) (*lead.Result, error) {
 	l, ds := r.lead, r.w.cfg.Downstream
 	res := &lead.Result{Action: act}
+	name, step := downstreamOf(act.Kind)
+	ctx, info := downstream.WithCallInfo(ctx)
+	start := time.Now()
 	var err error
 	switch act.Kind {
 	case lead.ActEnrich:
@@ -274,7 +363,26 @@ func (r *leadRun) call(ctx context.Context, s lead.State, act lead.Action) (*lea
 	default:
 		return nil, fmt.Errorf("no call for action %s", act.Kind)
 	}
-	res.Failure = failureOf(ctx, err)
+	r.calls = append(r.calls, store.Call{
+		LeadID: l.ID, Step: step, Attempt: r.job.Attempt, StartedAt: start, Duration: time.Since(start),
+		Outcome: callOutcome(info, err),
+	})
+	dctx, cancel := dbContext(ctx)
+	defer cancel()
+	f, recovered, rerr := r.w.gate.report(dctx, name, l.ID, failureOf(ctx, err), err)
+	if rerr != nil {
+		// The call's own result stands; the shared state learns of the
+		// next one.
+		r.w.cfg.Logger.WarnContext(ctx, "could not report a call to the downstream's state", r.attrs(slog.String("error", rerr.Error()))...)
+	}
+	res.Failure = f
+	if recovered {
+		r.w.cfg.Logger.InfoContext(ctx, "downstream recovered", slog.String("downstream", name))
+		if err := wakeWaiting(dctx, &r.w.cfg, name); err != nil {
+			r.w.cfg.Logger.WarnContext(ctx, "could not wake the leads waiting for the downstream; the periodic round will",
+				slog.String("downstream", name), slog.String("error", err.Error()))
+		}
+	}
 	return res, err
 }
 
@@ -319,6 +427,7 @@ func (r *leadRun) finish(ctx context.Context, s lead.State, act lead.Action, las
 		}
 	}
 	f := finishOf(r.lead, s, act, message, r.w.cfg.KeyRetention)
+	f.Calls = r.calls
 	// Shown in River UI on the completed job.
 	_ = river.RecordOutput(ctx, map[string]string{"outcome": outcomeOf(act)})
 	dctx, cancel := dbContext(ctx)
@@ -327,6 +436,7 @@ func (r *leadRun) finish(ctx context.Context, s lead.State, act lead.Action, las
 	if err != nil {
 		return err
 	}
+	r.calls = nil
 	if done.Applied {
 		r.w.cfg.Metrics.leadFinished(outcomeOf(act))
 		r.w.cfg.Logger.InfoContext(ctx, "lead finished", r.attrs(slog.String("outcome", outcomeOf(act)), slog.Int("score", f.Result.Score))...)

@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/leadintake/leadintake/jobs"
+	"github.com/leadintake/leadintake/store"
 )
 
 func TestRetryPolicy(t *testing.T) {
@@ -94,6 +95,23 @@ func requireDelays(t *testing.T, p *jobs.RetryPolicy, attempt int, lo, hi time.D
 	for range 200 {
 		if d := p.Delay(attempt); d < lo || d > hi {
 			t.Fatalf("Delay(%d) = %v, want within [%v, %v]", attempt, d, lo, hi)
+		}
+	}
+}
+
+func TestParseRateLimit(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]store.Limit{
+		"20/s": {N: 20, Per: time.Second}, "100/m": {N: 100, Per: time.Minute}, "5/h": {N: 5, Per: time.Hour},
+		"100/10s": {N: 100, Per: 10 * time.Second}, " 3/1m30s ": {N: 3, Per: 90 * time.Second},
+	} {
+		if got, err := jobs.ParseRateLimit(in); err != nil || got != want {
+			t.Errorf("ParseRateLimit(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "lots", "0/s", "-1/s", "10", "10/", "10/d", "10/-1s", "10/0s", "x/s"} {
+		if _, err := jobs.ParseRateLimit(bad); err == nil {
+			t.Errorf("ParseRateLimit(%q): no error", bad)
 		}
 	}
 }

@@ -138,9 +138,14 @@ const (
 	// lost, it awaits reconciliation, it expired and was deleted) or the
 	// lead's personal data was erased.
 	ActSkip
+	// ActWait ends the attempt without spending it: the downstream of
+	// Action.Waits is down, holds every call, or has no room in its rate
+	// limit. The lead tries again after Action.RetryAfter, or when the
+	// downstream recovers.
+	ActWait
 )
 
-var kindNames = [...]string{"", "enrich", "upsert", "lookup", "create", "notify", "finish", "reconcile", "retry", "stop", "await_superseded", "skip"}
+var kindNames = [...]string{"", "enrich", "upsert", "lookup", "create", "notify", "finish", "reconcile", "retry", "stop", "await_superseded", "skip", "wait"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -206,7 +211,27 @@ type Action struct {
 	AfterConflict bool
 	// Save is how the state Next returns is saved before the action runs.
 	Save Save
+	// Waits is the call an ActWait waits to make.
+	Waits Kind
 }
+
+// Hold says that a downstream holds back a call for every lead alike, not
+// for this lead's sake: the failure, or the call not made, spends none of
+// the lead's attempts.
+type Hold int
+
+// Holds.
+const (
+	HoldNone Hold = iota
+	// HoldDown: the downstream is down: its calls fail for every lead
+	// (one lead's call probes it now and then).
+	HoldDown
+	// HoldCalls: the downstream asked, with a 429 or 503 and a Retry-After,
+	// that nobody call it for a while.
+	HoldCalls
+	// HoldRate: the downstream's rate limit has no room for the call yet.
+	HoldRate
+)
 
 // Failure is a failed call, classified.
 type Failure struct {
@@ -222,6 +247,10 @@ type Failure struct {
 	RetryAfter time.Duration
 	// Stopping: the call was cut short because the worker is stopping.
 	Stopping bool
+	// Hold, when not HoldNone, says the failure is the downstream's (or the
+	// call was not made, NotSent): RetryAfter is then how long it holds.
+	Hold    Hold
+	NotSent bool
 }
 
 // Result is what the last action's call came back with.
@@ -252,6 +281,10 @@ type Input struct {
 	// Held is true once a save of this attempt took the lead: its writes
 	// fence out every earlier run. Every call that acts needs it.
 	Held bool
+	// DeliveryExpired is true once the lead's delivery started
+	// DELIVERY_MAX_AGE ago: a lead held back by a downstream then ends as
+	// at the end of its attempts.
+	DeliveryExpired bool
 }
 
 // Optional steps (the enrichment, the notification) are given up, with a
@@ -274,7 +307,7 @@ const (
 // takes the lead for this run.
 func Next(s State, in Input) (Action, State) {
 	act, next := decide(s, in)
-	if next != s || (in.Last != nil && act.Kind.Calls()) || (!in.Held && act.Kind.Acts()) {
+	if next != s || act.Kind == ActWait || (in.Last != nil && act.Kind.Calls()) || (!in.Held && act.Kind.Acts()) {
 		act.Save = SaveLazy
 		if act.Kind == ActCreate {
 			act.Save = SaveDurable
@@ -305,6 +338,9 @@ func decide(s State, in Input) (Action, State) {
 // when the result decides one, and nil to go on with the plan.
 func apply(s State, in Input, r *Result) (State, *Action) {
 	f := r.Failure
+	if f != nil && f.Hold != HoldNone {
+		return held(s, in, r)
+	}
 	switch r.Action.Kind {
 	case ActEnrich:
 		switch {
@@ -374,6 +410,38 @@ func apply(s State, in Input, r *Result) (State, *Action) {
 		}
 	}
 	return s, nil
+}
+
+// held decides what a call held back by its downstream (Failure.Hold)
+// means: the lead waits, spending no attempt, for as long as the downstream
+// says, unless its delivery is past DELIVERY_MAX_AGE: then it ends as at
+// the end of its attempts. The enrichment is optional: it is skipped while
+// its service is down, and given up when it would wait longer than
+// optionalStepMaxWait.
+func held(s State, in Input, r *Result) (State, *Action) {
+	f := r.Failure
+	wait := &Action{Kind: ActWait, RetryAfter: f.RetryAfter, Waits: r.Action.Kind}
+	switch r.Action.Kind {
+	case ActEnrich:
+		if f.Hold == HoldDown || in.DeliveryExpired || f.RetryAfter > optionalStepMaxWait {
+			s.Enrichment = EnrichmentUnavailable
+			return s, nil
+		}
+		return s, wait
+	case ActNotify:
+		if in.DeliveryExpired {
+			s.Notification = NotificationFailed
+			return s, nil
+		}
+		return s, wait
+	default: // the CRM
+		if in.DeliveryExpired {
+			last := in
+			last.LastAttempt = true
+			return fail(s, last, f)
+		}
+		return s, wait
+	}
 }
 
 // plan returns the next step of a lead whose last result, if any, left the

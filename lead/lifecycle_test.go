@@ -17,7 +17,16 @@ var (
 	stopping  = &lead.Failure{Transient: true, Uncertain: true, Stopping: true}
 	waitLong  = &lead.Failure{Transient: true, RetryAfter: 2 * time.Minute}
 	waitShort = &lead.Failure{Transient: true, RetryAfter: 30 * time.Second}
+	// down, heldLong and notSent are held back by the downstream, for
+	// every lead alike.
+	down     = &lead.Failure{Transient: true, Uncertain: true, Hold: lead.HoldDown, RetryAfter: 30 * time.Second}
+	heldLong = &lead.Failure{Transient: true, Hold: lead.HoldCalls, RetryAfter: 2 * time.Minute}
+	notSent  = &lead.Failure{Transient: true, Hold: lead.HoldRate, NotSent: true, RetryAfter: 5 * time.Second}
 )
+
+func wait(k lead.Kind, d time.Duration) lead.Action {
+	return lead.Action{Kind: lead.ActWait, RetryAfter: d, Waits: k}
+}
 
 func act(k lead.Kind) lead.Action { return lead.Action{Kind: k} }
 
@@ -44,7 +53,9 @@ func TestNext(t *testing.T) {
 		name string
 		mode lead.Mode
 		last bool // the job's last attempt
-		s    lead.State
+		// expired: the lead's delivery started DELIVERY_MAX_AGE ago.
+		expired bool
+		s       lead.State
 		// ran and got are the last action and its result; ran.Kind 0
 		// starts an attempt.
 		ran       lead.Action
@@ -133,6 +144,30 @@ func TestNext(t *testing.T) {
 		{name: "NotificationGivenUpCompletes", mode: upsert, s: with(accepted, func(s *lead.State) { s.NotificationFailures = 2 }), ran: act(lead.ActNotify), failure: transient,
 			wantAct: finish(lead.OutcomeCompleted), wantState: with(accepted, func(s *lead.State) { s.NotificationFailures = 2; s.Notification = lead.NotificationFailed })},
 
+		// A downstream that holds calls back for every lead: the lead waits
+		// without spending an attempt, up to DELIVERY_MAX_AGE.
+		{name: "CRMDownWaits", mode: upsert, s: enriched, ran: act(lead.ActUpsert), failure: down,
+			wantAct: wait(lead.ActUpsert, 30*time.Second), wantState: enriched},
+		{name: "CRMDownWaitsEvenOnTheLastAttempt", mode: upsert, last: true, s: enriched, ran: act(lead.ActUpsert), failure: down,
+			wantAct: wait(lead.ActUpsert, 30*time.Second), wantState: enriched},
+		{name: "CRMNotSentWaits", mode: create, s: enriched, ran: act(lead.ActCreate), failure: notSent,
+			wantAct: wait(lead.ActCreate, 5*time.Second), wantState: enriched},
+		{name: "CRMHeldPastMaxAgeFails", mode: upsert, expired: true, s: enriched, ran: act(lead.ActUpsert), failure: heldLong,
+			wantAct: finish(lead.OutcomeDownstreamUnavailable), wantState: enriched},
+		{name: "UncertainPostHeldPastMaxAgeAwaitsReconciliation", mode: create, expired: true,
+			s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: down,
+			wantAct: act(lead.ActReconcile), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
+		{name: "EnrichmentDownIsSkipped", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: down,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending}},
+		{name: "EnrichmentHeldBrieflyWaits", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: notSent,
+			wantAct: wait(lead.ActEnrich, 5*time.Second), wantState: lead.State{CRM: lead.CRMPending}},
+		{name: "EnrichmentHeldLongIsSkipped", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: heldLong,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending}},
+		{name: "NotificationDownWaitsHoweverLong", mode: upsert, s: accepted, ran: act(lead.ActNotify), failure: heldLong,
+			wantAct: wait(lead.ActNotify, 2*time.Minute), wantState: accepted},
+		{name: "NotificationHeldPastMaxAgeCompletesWithWarning", mode: upsert, expired: true, s: accepted, ran: act(lead.ActNotify), failure: down,
+			wantAct: finish(lead.OutcomeCompleted), wantState: with(accepted, func(s *lead.State) { s.Notification = lead.NotificationFailed })},
+
 		// Stopping ends the attempt, whatever the call.
 		{name: "StoppingWhileEnriching", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: stopping,
 			wantAct: act(lead.ActStop), wantState: lead.State{CRM: lead.CRMPending}},
@@ -142,7 +177,7 @@ func TestNext(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			in := lead.Input{Key: processing, Mode: tt.mode, LastAttempt: tt.last}
+			in := lead.Input{Key: processing, Mode: tt.mode, LastAttempt: tt.last, DeliveryExpired: tt.expired}
 			if tt.ran.Kind != 0 {
 				in.Last = &lead.Result{Action: tt.ran, Failure: tt.failure, Found: tt.found}
 				if tt.failure == nil && (tt.found || tt.ran.Kind == lead.ActUpsert || tt.ran.Kind == lead.ActCreate) {
@@ -201,6 +236,8 @@ func TestNextSaves(t *testing.T) {
 			ran: act(lead.ActUpsert), failure: uncertain, wantKind: lead.ActRetry, want: lead.SaveNone},
 		{name: "AFinishAfterAChangeSavesIt", mode: lead.ModeUpsert, s: accepted, held: true,
 			ran: act(lead.ActNotify), failure: ok, wantKind: lead.ActFinish, want: lead.SaveLazy},
+		{name: "AWaitIsSaved", mode: lead.ModeUpsert, s: enriched, held: true,
+			ran: act(lead.ActUpsert), failure: down, wantKind: lead.ActWait, want: lead.SaveLazy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/response"
 	"github.com/leadintake/leadintake/store"
 )
 
@@ -121,7 +122,16 @@ func (o *Operator) Show(ctx context.Context, clientID, key string) (*KeyReport, 
 	if err != nil {
 		return nil, err
 	}
-	r := &KeyReport{KeyDetail: *d}
+	r := &KeyReport{KeyDetail: *d, Calls: []CallReport{}}
+	calls, err := o.Store.Calls(ctx, d.LeadID)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range calls {
+		r.Calls = append(r.Calls, CallReport{
+			Step: c.Step, Attempt: c.Attempt, StartedAt: c.StartedAt.UTC(), DurationMS: c.Duration.Milliseconds(), Outcome: c.Outcome,
+		})
+	}
 	if d.JobID != nil {
 		job, err := o.River.JobGet(ctx, *d.JobID)
 		switch {
@@ -146,4 +156,38 @@ type KeyReport struct {
 	JobState  string `json:"job_state,omitempty"`
 	Attempts  int    `json:"attempts"`
 	LastError string `json:"last_error,omitempty"`
+	// Calls is the delivery log of the key's lead, oldest first.
+	Calls []CallReport `json:"calls"`
+}
+
+// CallReport is one downstream call of a lead, as `api keys show` reports
+// it.
+type CallReport struct {
+	Step       string    `json:"step"`
+	Attempt    int       `json:"attempt"`
+	StartedAt  time.Time `json:"started_at"`
+	DurationMS int64     `json:"duration_ms"`
+	Outcome    string    `json:"outcome"`
+}
+
+// ErrBadRedrive is returned by Redrive for a selection that is not one: it
+// needs either keys (with the client) or the outcome
+// downstream_unavailable, not both.
+var ErrBadRedrive = errors.New("redrive needs either keys with a client, or the outcome downstream_unavailable; not both")
+
+// Redrive re-opens every selected key that a retry would re-open, exactly
+// as a retry would (store.Redrive), and records the redrive; DryRun changes
+// and records nothing. It returns ErrBadRedrive for a bad selection.
+func (o *Operator) Redrive(ctx context.Context, p *store.RedriveParams) (*store.Redriven, error) {
+	switch {
+	case (len(p.Keys) > 0) == (p.Outcome != ""):
+		return nil, ErrBadRedrive
+	case len(p.Keys) > 0 && p.ClientID == "":
+		return nil, ErrBadRedrive
+	case p.Outcome != "" && p.Outcome != response.CodeDownstreamUnavailable:
+		return nil, ErrBadRedrive
+	case p.Since < 0:
+		return nil, ErrBadRedrive
+	}
+	return o.Store.Redrive(ctx, p)
 }

@@ -128,8 +128,13 @@ INSERT INTO leads (` + columnList[leadRow]("") + `)
 SELECT ` + columnList[leadRow]("r.") + ` FROM ` + unnestRows[leadRow]("r")
 
 // takeOverSQL gives an expired key to a new request's lead, if the key is
-// still as read (keyAsRead).
+// still as read (keyAsRead). The delivery log of the key's old lead goes
+// with the key.
 var takeOverSQL = `
+WITH old AS (
+    DELETE FROM lead_calls WHERE lead_id = (
+        SELECT lead_id FROM idempotency_keys k WHERE k.client_id = @at_client AND k.key = @at_key AND ` + keyAsRead + `)
+)
 UPDATE idempotency_keys k
 SET (` + columnList[keyRow]("") + `) = (SELECT ` + columnList[keyRow]("r.") + ` FROM ` + unnestRows[keyRow]("r") + `),
     state = 'processing', response_status = NULL, response_body = NULL, failure_code = NULL,
@@ -210,7 +215,8 @@ WITH k AS (
     WHERE k.client_id = @client_id AND k.key = @key AND ` + keyAsRead + `
     RETURNING k.lead_id
 )
-UPDATE leads SET finished_at = NULL, updated_at = now()
+UPDATE leads SET finished_at = NULL, delivery_since = now(), waiting_for = NULL, waiting_since = NULL,
+    booked_for = NULL, booked_at = NULL, updated_at = now()
 FROM k WHERE leads.id = k.lead_id AND (leads.erased_at IS NOT NULL) = @erased
 RETURNING leads.id`
 

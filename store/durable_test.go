@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/internal/pgserver"
@@ -68,6 +69,18 @@ func waitingPrimary(t *testing.T) *pgxpool.Pool {
 			t.Fatal(err)
 		}
 	}
+	// The reload is asynchronous: every new session has it once one does.
+	testkit.EventuallyWithin(t, time.Minute, "synchronous_standby_names in force", func() bool {
+		conn, err := pgx.Connect(ctx, pgserver.URL(port, "postgres"))
+		if err != nil {
+			return false
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		var v string
+		return conn.QueryRow(ctx, "SHOW synchronous_standby_names").Scan(&v) == nil && v == "absent"
+	})
+	// The pool's sessions may predate it: new ones only.
+	pool.Reset()
 	return pool
 }
 

@@ -91,7 +91,7 @@ func TestErase(t *testing.T) {
 			t.Errorf("another address's lead was erased: %+v", got)
 		}
 		// A later run stops at its first step.
-		if err := s.Save(t.Context(), &run.Run, run.State, nil, false); err == nil {
+		if err := s.Save(t.Context(), &run.Run, store.SaveParams{State: run.State}); err == nil {
 			t.Error("a run saved a step of an erased lead")
 		}
 		records, err := s.Erasures(t.Context(), "a", hashKey.Email("ada@example.com"))

@@ -39,6 +39,9 @@ type Finish struct {
 	// Result is the lead's result; nil keeps what the lead holds (an
 	// erasure's finish).
 	Result *Result
+	// Calls are the downstream calls made since the lead's last save, for
+	// the delivery log.
+	Calls []Call
 }
 
 // Result is what a lead's run ends with.
@@ -140,6 +143,7 @@ WITH f AS (
         warnings = CASE WHEN f.has_result THEN coalesce(string_to_array(nullif(f.warnings, ''), ','), '{}') ELSE leads.warnings END,
         crm_not_updated = CASE WHEN f.has_result THEN f.crm_not_updated ELSE leads.crm_not_updated END,
         finished_at = CASE WHEN f.status IS NOT NULL THEN now() END,
+        waiting_for = NULL, waiting_since = NULL, booked_for = NULL, booked_at = NULL,
         updated_at = now()
     FROM f JOIN k ON k.lead_id = f.lead_id
     WHERE leads.id = f.lead_id
@@ -171,9 +175,16 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, durable bool, fs []*Fin
 	for i, f := range fs {
 		rows[i] = rowOf(f)
 	}
+	var calls []Call
+	for _, f := range fs {
+		calls = append(calls, f.Calls...)
+	}
 	b := &pgx.Batch{}
 	if durable {
 		b.Queue(durably)
+	}
+	if len(calls) > 0 {
+		b.Queue(insertCallsSQL, rowArgs(callRows(calls), nil))
 	}
 	b.Queue(finishSQL, rowArgs(rows, nil))
 	br := tx.SendBatch(ctx, b)
@@ -184,7 +195,7 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, durable bool, fs []*Fin
 	got := map[uuid.UUID]applied{}
 	err := func() error {
 		defer br.Close()
-		if durable {
+		for range b.Len() - 1 {
 			if _, err := br.Exec(); err != nil {
 				return err
 			}

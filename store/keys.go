@@ -76,6 +76,9 @@ type KeyDetail struct {
 	Run            int32             `json:"run"`
 	JobID          *int64            `json:"job_id"`
 	ErasedAt       *time.Time        `json:"erased_at"`
+	// WaitingFor is the downstream the lead waits for (crm, notification),
+	// nil when it does not wait.
+	WaitingFor *string `json:"waiting_for"`
 }
 
 // ShowKey returns the client's key with its lead; ErrNotFound when there is
@@ -89,13 +92,14 @@ func (s *Store) ShowKey(ctx context.Context, clientID, key string) (*KeyDetail, 
 SELECT k.client_id, k.key, k.state, k.lead_id, k.created_at, k.updated_at, k.expires_at,
        k.finished_at, k.response_status, k.failure_code, k.supersedes, k.superseded_by,
        l.external_ref, coalesce(l.enrichment_outcome, ''), l.crm_state, coalesce(l.crm_id, ''),
-       coalesce(l.notify_outcome, ''), l.run, l.job_id, l.erased_at
+       coalesce(l.notify_outcome, ''), l.run, l.job_id, l.erased_at,
+       CASE WHEN k.state = 'processing' AND l.waiting_for IN ('crm', 'notification') THEN l.waiting_for END
 FROM idempotency_keys k
 JOIN leads l ON l.id = k.lead_id
 WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`,
 		clientID, key).Scan(&d.ClientID, &d.Key, &d.State, &d.LeadID, &d.CreatedAt, &d.UpdatedAt, &d.ExpiresAt,
 		&d.FinishedAt, &status, &d.FailureCode, &d.Supersedes, &d.SupersededBy,
-		&d.ExternalRef, &d.Enrichment, &d.CRM, &d.CRMID, &d.Notification, &d.Run, &d.JobID, &d.ErasedAt)
+		&d.ExternalRef, &d.Enrichment, &d.CRM, &d.CRMID, &d.Notification, &d.Run, &d.JobID, &d.ErasedAt, &d.WaitingFor)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

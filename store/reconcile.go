@@ -144,19 +144,26 @@ LIMIT $4`, olderThan, after.UpdatedAt, after.LeadID, limit)
 }
 
 // DeleteExpiredKeys deletes up to limit keys whose retention has passed,
-// oldest first, skipping rows another transaction holds, and returns how
-// many it deleted.
+// oldest first, skipping rows another transaction holds, with their leads'
+// delivery logs, and returns how many keys it deleted.
 func (s *Store) DeleteExpiredKeys(ctx context.Context, limit int) (int64, error) {
-	tag, err := s.db.Exec(ctx, `
-DELETE FROM idempotency_keys
-WHERE (client_id, key) IN (
-    SELECT client_id, key FROM idempotency_keys
-    WHERE expires_at <= now()
-    ORDER BY expires_at
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED)`, limit)
+	var n int64
+	err := s.db.QueryRow(ctx, `
+WITH k AS (
+    DELETE FROM idempotency_keys
+    WHERE (client_id, key) IN (
+        SELECT client_id, key FROM idempotency_keys
+        WHERE expires_at <= now()
+        ORDER BY expires_at
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED)
+    RETURNING lead_id
+), c AS (
+    DELETE FROM lead_calls WHERE lead_id IN (SELECT lead_id FROM k)
+)
+SELECT count(*) FROM k`, limit).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("delete expired keys: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }

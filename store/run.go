@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -48,7 +49,16 @@ type Lead struct {
 	JobID *int64
 	// Amends is the lead this one amends, nil for none.
 	Amends *uuid.UUID
-	erased bool
+	// DeliverySince is when the lead's delivery started: its claim, or its
+	// latest re-open (DELIVERY_MAX_AGE counts from it).
+	DeliverySince time.Time
+	// WaitingFor is the downstream the lead waits for, empty for none.
+	WaitingFor string
+	// BookedFor is the downstream a call of the lead is booked ahead with
+	// in its rate limit, to start at BookedAt; empty for none.
+	BookedFor string
+	BookedAt  time.Time
+	erased    bool
 }
 
 // Erased reports whether the lead's personal data was erased: Lead and
@@ -66,7 +76,8 @@ var leadColumns = `
               FROM leads sl
               JOIN idempotency_keys sk ON sk.client_id = sl.client_id AND sk.key = sl.idempotency_key AND sk.lead_id = sl.id
               WHERE sl.id = l.amends), false),
-    l.erased_at IS NOT NULL`
+    l.erased_at IS NOT NULL, coalesce(l.delivery_since, l.created_at), coalesce(l.waiting_for, ''),
+    coalesce(l.booked_for, ''), coalesce(l.booked_at, 'epoch')`
 
 var loadLeadSQL = `
 SELECT` + leadColumns + `
@@ -85,7 +96,7 @@ func scanLead(row pgx.Row) (*Lead, error) {
 		&l.State.Notification, &l.State.NotificationFailures, &l.Run.Seq, &l.JobID,
 		&l.KeyState.State, &l.KeyState.Failure, &l.KeyState.Superseded, &l.KeyState.Erased, &l.KeyState.Expired,
 		&l.State.RefUsedBefore, &l.Amends, &l.State.Amendment, &l.State.CRMNotUpdated,
-		&l.State.SupersededUnfinished, &l.erased)
+		&l.State.SupersededUnfinished, &l.erased, &l.DeliverySince, &l.WaitingFor, &l.BookedFor, &l.BookedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -126,41 +137,109 @@ func nullIfEmpty[S ~string](v S) *string {
 	return &s
 }
 
+// SaveParams is what a save of a lead writes.
+type SaveParams struct {
+	// State is the lead's state after its last step.
+	State lead.State
+	// Enrichment is the enrichment service's answer, when it came since
+	// the last save; nil keeps what is saved.
+	Enrichment json.RawMessage
+	// Durable makes the save on disk before it returns, whatever the
+	// session's synchronous_commit (the worker's is off).
+	Durable bool
+	// Calls are the downstream calls made since the last save, for the
+	// delivery log.
+	Calls []Call
+	// WaitingFor is the downstream the lead waits for from now on; empty
+	// for none. BookedFor and BookedAt are a call booked ahead in a rate
+	// limit (see Lead).
+	WaitingFor string
+	BookedFor  string
+	BookedAt   time.Time
+}
+
+// saveSQL writes a save of a run's lead, if the run still holds it (or is
+// the next to) and the lead is not erased.
+const saveSQL = `
+UPDATE leads
+SET enrichment_outcome = @enrichment_outcome, enrichment = coalesce(@enrichment, enrichment),
+    enrichment_failures = @enrichment_failures, crm_state = @crm_state, crm_id = @crm_id,
+    notify_outcome = @notify_outcome, notify_failures = @notify_failures, crm_not_updated = @crm_not_updated,
+    waiting_for = @waiting_for,
+    waiting_since = CASE WHEN @waiting_for::text IS NULL THEN NULL ELSE coalesce(waiting_since, now()) END,
+    booked_for = @booked_for, booked_at = @booked_at,
+    run = @next_run, updated_at = now()
+WHERE id = @lead AND run = @run AND erased_at IS NULL`
+
 // Save records the lead's state after a step (and the enrichment's answer,
-// when enrichment is not nil), in one statement; the worker saves before
-// every call that acts. The first save of a run takes the lead (run.Seq and
-// run.Taken change). It returns ErrRunTaken when another run holds the
-// lead, and ErrErased when its personal data was erased: either way the
-// run stops.
+// and the calls made, for the delivery log), in one round trip; the worker
+// saves before every call that acts. The first save of a run takes the lead
+// (run.Seq and run.Taken change). It returns ErrRunTaken when another run
+// holds the lead, and ErrErased when its personal data was erased: either
+// way the run stops.
 //
 // A save's commit does not wait for the disk when the session's
-// synchronous_commit is off (the worker's): a save lost to a crash of
-// PostgreSQL makes the lead do a step again, which every step allows (an
-// enrichment look-up, an upsert under the external reference, a
-// notification with its Idempotency-Key), except a POST in create mode:
-// the save written ahead of one is made durable (durable true), and so is
-// every finish.
-func (s *Store) Save(ctx context.Context, run *Run, st lead.State, enrichment json.RawMessage, durable bool) error {
-	var raw []byte
-	if enrichment != nil {
-		raw = enrichment
-	}
+// synchronous_commit is off (the worker's), unless p.Durable: a save lost to
+// a crash of PostgreSQL makes the lead do a step again, which every step
+// allows but a POST in create mode (see lead.SaveDurable).
+func (s *Store) Save(ctx context.Context, run *Run, p SaveParams) error {
 	seq := run.Seq
 	if !run.Taken {
 		seq++
 	}
-	tag, err := s.exec(ctx, durable, `
-UPDATE leads
-SET enrichment_outcome = $3, enrichment = coalesce($4, enrichment), enrichment_failures = $5,
-    crm_state = $6, crm_id = $7, notify_outcome = $8, notify_failures = $9, crm_not_updated = $10,
-    run = $11, updated_at = now()
-WHERE id = $1 AND run = $2 AND erased_at IS NULL`,
-		run.LeadID, run.Seq, nullIfEmpty(st.Enrichment), raw, st.EnrichmentFailures,
-		st.CRM, nullIfEmpty(st.CRMID), nullIfEmpty(st.Notification), st.NotificationFailures, st.CRMNotUpdated, seq)
+	st := p.State
+	var booked *time.Time
+	if p.BookedFor != "" {
+		booked = &p.BookedAt
+	}
+	args := pgx.NamedArgs{
+		"lead": run.LeadID, "run": run.Seq, "next_run": seq,
+		"enrichment_outcome": nullIfEmpty(st.Enrichment), "enrichment": []byte(p.Enrichment),
+		"enrichment_failures": st.EnrichmentFailures, "crm_state": st.CRM, "crm_id": nullIfEmpty(st.CRMID),
+		"notify_outcome": nullIfEmpty(st.Notification), "notify_failures": st.NotificationFailures,
+		"crm_not_updated": st.CRMNotUpdated, "waiting_for": nullIfEmpty(p.WaitingFor),
+		"booked_for": nullIfEmpty(p.BookedFor), "booked_at": booked,
+	}
+	b := &pgx.Batch{}
+	if p.Durable && s.pool != nil {
+		b.Queue("begin")
+		b.Queue(durably)
+	}
+	if len(p.Calls) > 0 {
+		b.Queue(insertCallsSQL, rowArgs(callRows(p.Calls), nil))
+	}
+	b.Queue(saveSQL, args)
+	if p.Durable && s.pool != nil {
+		b.Queue("commit")
+	}
+	send := func(ctx context.Context) (saved bool, err error) {
+		br := s.db.SendBatch(ctx, b)
+		defer br.Close()
+		for range b.Len() {
+			tag, err := br.Exec()
+			if err != nil {
+				return false, err
+			}
+			if tag.Update() {
+				saved = tag.RowsAffected() == 1
+			}
+		}
+		return saved, br.Close()
+	}
+	var (
+		saved bool
+		err   error
+	)
+	if p.Durable {
+		// A durable save commits: never cancelled (see uncancelled).
+		saved, err = uncancelled(ctx, send)
+	} else {
+		saved, err = send(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("save lead %s: %w", run.LeadID, err)
 	}
-	if tag.RowsAffected() == 1 {
+	if saved {
 		run.Seq, run.Taken = seq, true
 		return nil
 	}

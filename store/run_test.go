@@ -60,7 +60,7 @@ func TestRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMUncertain, EnrichmentFailures: 1, NotificationFailures: 2}
-		if err := s.Save(t.Context(), &l.Run, want, json.RawMessage(`{"industry":"retail"}`), true); err != nil {
+		if err := s.Save(t.Context(), &l.Run, store.SaveParams{State: want, Enrichment: json.RawMessage(`{"industry":"retail"}`), Durable: true}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Lead(t.Context(), l.ID)
@@ -85,10 +85,10 @@ func TestRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Save(t.Context(), &second.Run, lead.State{CRM: lead.CRMPending, Enrichment: lead.EnrichmentNoData}, nil, false); err != nil {
+		if err := s.Save(t.Context(), &second.Run, store.SaveParams{State: lead.State{CRM: lead.CRMPending, Enrichment: lead.EnrichmentNoData}}); err != nil {
 			t.Fatalf("first save of the second run: %v", err)
 		}
-		if err := s.Save(t.Context(), &first.Run, lead.State{CRM: lead.CRMAccepted}, nil, false); !errors.Is(err, store.ErrRunTaken) {
+		if err := s.Save(t.Context(), &first.Run, store.SaveParams{State: lead.State{CRM: lead.CRMAccepted}}); !errors.Is(err, store.ErrRunTaken) {
 			t.Fatalf("save of the run that came second: %v, want ErrRunTaken", err)
 		}
 		if done, err := s.Finish(t.Context(), completed(first)); err != nil || done.Applied {
@@ -101,10 +101,10 @@ func TestRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Save(t.Context(), &third.Run, third.State, nil, false); err != nil {
+		if err := s.Save(t.Context(), &third.Run, store.SaveParams{State: third.State}); err != nil {
 			t.Fatalf("first save of a later run: %v", err)
 		}
-		if err := s.Save(t.Context(), &second.Run, lead.State{CRM: lead.CRMAccepted}, nil, false); !errors.Is(err, store.ErrRunTaken) {
+		if err := s.Save(t.Context(), &second.Run, store.SaveParams{State: lead.State{CRM: lead.CRMAccepted}}); !errors.Is(err, store.ErrRunTaken) {
 			t.Fatalf("save of the run that held the lead: %v, want ErrRunTaken", err)
 		}
 		if done, err := s.Finish(t.Context(), completed(third)); err != nil || !done.Applied {

@@ -42,6 +42,7 @@ type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
@@ -158,32 +159,4 @@ func uncancelled[T any](ctx context.Context, fn func(context.Context) (T, error)
 		var zero T
 		return zero, ctx.Err()
 	}
-}
-
-// exec runs one statement on its own; durable, it runs in a transaction
-// that is on disk before its commit returns (one round trip either way).
-func (s *Store) exec(ctx context.Context, durable bool, stmt string, args ...any) (pgconn.CommandTag, error) {
-	if !durable || s.pool == nil {
-		return s.db.Exec(ctx, stmt, args...)
-	}
-	b := &pgx.Batch{}
-	b.Queue("begin")
-	b.Queue(durably)
-	b.Queue(stmt, args...)
-	b.Queue("commit")
-	return uncancelled(ctx, func(ctx context.Context) (pgconn.CommandTag, error) {
-		br := s.pool.SendBatch(ctx, b)
-		defer br.Close()
-		var tag pgconn.CommandTag
-		for i := range 4 {
-			t, err := br.Exec()
-			if err != nil {
-				return tag, err
-			}
-			if i == 2 {
-				tag = t
-			}
-		}
-		return tag, br.Close()
-	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/leadintake/leadintake/jobs"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/operator"
+	"github.com/leadintake/leadintake/response"
 	"github.com/leadintake/leadintake/store"
 )
 
@@ -70,7 +71,8 @@ func operatorFor(ctx context.Context) (op *operator.Operator, close func(), err 
 var errHelped = errors.New("usage printed")
 
 // parseArgs parses args with fs, flags before or after the positional
-// arguments, and returns the positional ones, which must be exactly want.
+// arguments, and returns the positional ones, which must be exactly want
+// (any number when want is negative).
 // A bad flag or a wrong number of arguments is a *service.UsageError with
 // usage; -h prints usage on stdout and returns errHelped.
 func parseArgs(fs *flag.FlagSet, args []string, want int, usage string, stdout io.Writer) ([]string, error) {
@@ -91,6 +93,7 @@ func parseArgs(fs *flag.FlagSet, args []string, want int, usage string, stdout i
 		args = args[1:]
 	}
 	switch {
+	case want < 0:
 	case len(positional) > want:
 		return nil, &service.UsageError{Msg: fmt.Sprintf("unexpected argument %q", positional[want]), Usage: usage}
 	case len(positional) < want:
@@ -305,5 +308,83 @@ func printReport(w io.Writer, r *operator.KeyReport) error {
 	if r.LastError != "" {
 		line("last error", r.LastError)
 	}
+	line("waiting for", opt(r.WaitingFor))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Calls) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\ncalls")
+	tw = tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STEP\tATTEMPT\tSTARTED\tDURATION\tOUTCOME")
+	for _, c := range r.Calls {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%dms\t%s\n", c.Step, c.Attempt, c.StartedAt.Format(time.RFC3339Nano), c.DurationMS, c.Outcome)
+	}
 	return tw.Flush()
+}
+
+const leadsUsage = `api leads redrive --client ID KEY... [--json]
+       api leads redrive --outcome downstream_unavailable [--client ID] [--since DURATION] [--dry-run] [--json]`
+
+// runLeads is `api leads redrive`: it re-opens failed keys as a retry of
+// each would, prints `redriven N` (or {"redriven": N, "keys": [...]}), and
+// names on stderr each named key that did not qualify (exit 1 then).
+func runLeads(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "redrive" {
+		return &service.UsageError{Msg: "leads needs redrive", Usage: leadsUsage}
+	}
+	fs := flag.NewFlagSet("leads redrive", flag.ContinueOnError)
+	clientID := fs.String("client", "", "the client of the keys (or the only client whose keys --outcome selects)")
+	outcome := fs.String("outcome", "", "redrive every key that failed with this outcome: downstream_unavailable")
+	since := fs.Duration("since", 0, "with --outcome: keys finished within this long")
+	dryRun := fs.Bool("dry-run", false, "print what would be redriven; change and record nothing")
+	asJSON := fs.Bool("json", false, "print one JSON document")
+	keys, err := parseArgs(fs, args[1:], -1, leadsUsage, stdout)
+	switch {
+	case errors.Is(err, errHelped):
+		return nil
+	case err != nil:
+		return err
+	case len(keys) > 0 && *outcome != "", len(keys) == 0 && *outcome == "":
+		return &service.UsageError{Msg: "redrive needs either keys or --outcome, not both", Usage: leadsUsage}
+	case len(keys) > 0 && *clientID == "":
+		return &service.UsageError{Msg: "redrive of keys needs --client", Usage: leadsUsage}
+	case *outcome != "" && *outcome != string(response.CodeDownstreamUnavailable):
+		return &service.UsageError{Msg: fmt.Sprintf("--outcome %q: only downstream_unavailable is ever re-opened", *outcome), Usage: leadsUsage}
+	case *since < 0:
+		return &service.UsageError{Msg: "--since must not be negative", Usage: leadsUsage}
+	case *since != 0 && *outcome == "":
+		return &service.UsageError{Msg: "--since is for --outcome", Usage: leadsUsage}
+	}
+	op, closeOp, err := operatorFor(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeOp()
+	done, err := op.Redrive(ctx, &store.RedriveParams{
+		ClientID: *clientID, Keys: keys, Outcome: response.Code(*outcome), Since: *since, DryRun: *dryRun, Via: store.RedriveByCommand,
+	})
+	if errors.Is(err, operator.ErrBadRedrive) {
+		return &service.UsageError{Msg: err.Error(), Usage: leadsUsage}
+	}
+	if err != nil {
+		return err
+	}
+	for _, sk := range done.Skipped {
+		fmt.Fprintf(stderr, "key %s of client %s is %s: left as it is\n", sk.Key, sk.ClientID, sk.State)
+	}
+	if *asJSON {
+		names := done.Keys
+		if names == nil {
+			names = []store.KeyName{}
+		}
+		err = printJSON(stdout, map[string]any{"redriven": len(done.Keys), "keys": names})
+	} else {
+		_, err = fmt.Fprintf(stdout, "redriven %d\n", len(done.Keys))
+	}
+	if err == nil && len(done.Skipped) > 0 {
+		err = fmt.Errorf("%d of the keys named did not qualify", len(done.Skipped))
+	}
+	return err
 }

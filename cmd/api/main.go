@@ -90,6 +90,10 @@ const usageHeader = `Usage: api [migrate | erase | keys]
   api keys show --client ID KEY [--json]
   api keys settle --client ID KEY (--crm-id CRMID | --not-found) [--json]
                 list, show, and settle a key awaiting reconciliation
+  api leads redrive --client ID KEY... [--json]
+  api leads redrive --outcome downstream_unavailable [--client ID] [--since DURATION] [--dry-run] [--json]
+                re-open failed keys, as a retry of each would
+                list, show, and settle a key awaiting reconciliation
 
 Environment (of api; the commands read DATABASE_URL, PII_HASH_KEY, the
 retentions, API_CLIENTS and CLIENTS_FILE from it):
@@ -106,6 +110,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runErase(ctx, args[2:], stdout)
 		case a == "keys":
 			return runKeys(ctx, args[2:], stdout)
+		case a == "leads":
+			return runLeads(ctx, args[2:], stdout, stderr)
 		default:
 			return &service.UsageError{Msg: fmt.Sprintf("unknown argument %q (try -h)", a)}
 		}
@@ -224,7 +230,8 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 		Erase: func(ctx context.Context, clientID, email string) (int, error) {
 			return ops.Erase(ctx, clientID, email, store.ErasureByAdminAPI)
 		},
-		Logger: p.Logger.With(slog.String("component", "admin")),
+		Redrive: ops.Redrive,
+		Logger:  p.Logger.With(slog.String("component", "admin")),
 	})
 	if err != nil {
 		return p.Abort(err)

@@ -51,7 +51,32 @@ type config struct {
 	SimulateDownstream bool          `envconfig:"SIMULATE_DOWNSTREAM" default:"false" desc:"make no downstream calls; derive deterministic stand-in results (demos)"`
 	ClientsFile        string        `envconfig:"CLIENTS_FILE" desc:"path of the clients file: the worker reads the clients' callbacks from it; read again on SIGHUP"`
 	CallbackMaxAge     time.Duration `envconfig:"CALLBACK_MAX_AGE" default:"24h" desc:"how long a callback delivery is retried"`
+	ProbeInterval      time.Duration `envconfig:"PROBE_INTERVAL" default:"30s" desc:"while a downstream is down, how often one call probes it, across all workers of the database"`
+	DeliveryMaxAge     time.Duration `envconfig:"DELIVERY_MAX_AGE" default:"72h" desc:"how long a lead may wait for a downstream that is down, after its claim or latest re-open, before it is finished as at the end of its attempts"`
+	EnrichmentLimit    string        `envconfig:"ENRICHMENT_RATE_LIMIT" desc:"calls to the enrichment service per period across all workers (N/s, N/m, N/h or N/<duration> such as 100/10s); unset for no limit"`
+	CRMLimit           string        `envconfig:"CRM_RATE_LIMIT" desc:"calls to the CRM per period across all workers (as ENRICHMENT_RATE_LIMIT)"`
+	NotifyLimit        string        `envconfig:"NOTIFY_RATE_LIMIT" desc:"calls to the notification service per period across all workers (as ENRICHMENT_RATE_LIMIT)"`
 	service.PersonalData
+}
+
+// limits parses the *_RATE_LIMIT variables, by downstream.
+func (c *config) limits() (map[string]store.Limit, error) {
+	out := map[string]store.Limit{}
+	for _, v := range []struct{ name, downstream, value string }{
+		{"ENRICHMENT_RATE_LIMIT", store.DownstreamEnrichment, c.EnrichmentLimit},
+		{"CRM_RATE_LIMIT", store.DownstreamCRM, c.CRMLimit},
+		{"NOTIFY_RATE_LIMIT", store.DownstreamNotification, c.NotifyLimit},
+	} {
+		if v.value == "" {
+			continue
+		}
+		l, err := jobs.ParseRateLimit(v.value)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", v.name, err)
+		}
+		out[v.downstream] = l
+	}
+	return out, nil
 }
 
 // rescueMargin is how much longer than JOB_TIMEOUT a job must be left
@@ -68,7 +93,7 @@ func (c *config) validate() error {
 		{"DOWNSTREAM_TIMEOUT", c.DownstreamTimeout}, {"JOB_TIMEOUT", c.JobTimeout},
 		{"RETRY_BASE_DELAY", c.RetryBaseDelay},
 		{"CLEANUP_INTERVAL", c.CleanupInterval}, {"RECONCILE_INTERVAL", c.ReconcileInterval},
-		{"CALLBACK_MAX_AGE", c.CallbackMaxAge},
+		{"CALLBACK_MAX_AGE", c.CallbackMaxAge}, {"PROBE_INTERVAL", c.ProbeInterval}, {"DELIVERY_MAX_AGE", c.DeliveryMaxAge},
 	} {
 		if d.v <= 0 {
 			return fmt.Errorf("%s must be positive", d.name)
@@ -92,6 +117,9 @@ func (c *config) validate() error {
 		return errors.New("WORKER_CONCURRENCY must be at least 1")
 	}
 	if _, err := c.PersonalData.Validate(); err != nil {
+		return err
+	}
+	if _, err := c.limits(); err != nil {
 		return err
 	}
 	return c.Common.Validate()
@@ -162,19 +190,22 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 		ds = client
 	}
 	metrics := jobs.NewMetrics(p.Registry)
+	limits, _ := cfg.limits() // checked at start
 	jobsCfg := jobs.Config{
 		Store: store.New(p.Pool), Downstream: ds, CRMMode: lead.Mode(cfg.CRMMode),
 		KeyRetention: cfg.KeyRetention, LeadRetention: cfg.LeadRetention,
 		Logger: p.Logger, Metrics: metrics, AwaitRecheck: cfg.ReconcileInterval,
 		Callers: clients, Callbacks: downstream.NewCallbacks(cfg.DownstreamTimeout, dmetrics), CallbackMaxAge: cfg.CallbackMaxAge,
+		Outages: jobs.Outages{ProbeInterval: cfg.ProbeInterval, DeliveryMaxAge: cfg.DeliveryMaxAge, Limits: limits},
 	}
-	p.Registry.MustRegister(jobs.NewPendingCallbacksCollector(jobsCfg.Store))
+	p.Registry.MustRegister(jobs.NewPendingCallbacksCollector(jobsCfg.Store), jobs.NewDownstreamsCollector(jobsCfg.Store))
 	workers := river.NewWorkers()
 	river.AddWorker(workers, jobs.NewProcessLeadWorker(jobsCfg))
 	river.AddWorker(workers, jobs.NewCleanupWorker(jobsCfg))
 	river.AddWorker(workers, jobs.NewReconcileWorker(jobsCfg))
 	river.AddWorker(workers, jobs.NewFinishOrphansWorker(jobsCfg))
 	river.AddWorker(workers, jobs.NewDeliverCallbackWorker(jobsCfg))
+	river.AddWorker(workers, jobs.NewWakeWaitingWorker(jobsCfg))
 	periodic := func(every time.Duration, args river.JobArgs) *river.PeriodicJob {
 		return river.NewPeriodicJob(river.PeriodicInterval(every),
 			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
@@ -194,6 +225,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 			periodic(cfg.CleanupInterval, jobs.CleanupArgs{}),
 			periodic(cfg.ReconcileInterval, jobs.ReconcileArgs{}),
 			periodic(cfg.ReconcileInterval, jobs.FinishOrphansArgs{}),
+			periodic(cfg.ProbeInterval, jobs.WakeWaitingArgs{}),
 		},
 		MaxAttempts:          cfg.JobMaxAttempts,
 		RetryPolicy:          &jobs.RetryPolicy{Base: cfg.RetryBaseDelay, Max: cfg.RetryMaxDelay},

@@ -28,6 +28,8 @@ import (
 
 	"github.com/leadintake/leadintake/internal/service"
 	"github.com/leadintake/leadintake/operator"
+	"github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/store"
 )
 
 // RiverUIPrefix is where River UI is mounted.
@@ -64,8 +66,12 @@ type Opts struct {
 	// /admin/erasures: it erases the personal data of the client's leads
 	// of one email address, and returns how many, or
 	// operator.ErrUnknownClient for a client not in force.
-	Erase  func(ctx context.Context, clientID, email string) (int, error)
-	Logger *slog.Logger
+	Erase func(ctx context.Context, clientID, email string) (int, error)
+	// Redrive, when set (and User and Password too), serves POST
+	// /admin/redrives: it re-opens failed keys as a retry of each would
+	// (operator.Redrive).
+	Redrive func(ctx context.Context, p *store.RedriveParams) (*store.Redriven, error)
+	Logger  *slog.Logger
 	// Now is the clock of the limit on wrong credentials; nil for
 	// time.Now.
 	Now func() time.Time
@@ -105,6 +111,9 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 	if o.Erase != nil && o.User != "" && o.Password != "" {
 		mux.Handle("POST /admin/erasures", auth(handleErasure(o.Erase, logger)))
 	}
+	if o.Redrive != nil && o.User != "" && o.Password != "" {
+		mux.Handle("POST /admin/redrives", auth(handleRedrive(o.Redrive, logger)))
+	}
 	// A browser holding the operator's basic auth must not be steered into
 	// River UI's write API (cancel, retry, delete) by another site: unsafe
 	// methods that a browser marks cross-site, or whose Origin is another
@@ -124,11 +133,7 @@ type erasureRequest struct {
 // 422 unknown_client, nothing erased or recorded; its id is in no log line
 // (it may be anything the caller sent).
 func handleErasure(erase func(context.Context, string, string) (int, error), logger *slog.Logger) http.Handler {
-	fail := func(w http.ResponseWriter, status int, code, msg string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
-	}
+	fail := writeError
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req erasureRequest
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
@@ -160,6 +165,66 @@ func handleErasure(erase func(context.Context, string, string) (int, error), log
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]int{"erased": n})
 	})
+}
+
+// redriveRequest is the body of POST /admin/redrives.
+type redriveRequest struct {
+	ClientID string   `json:"client_id"`
+	Keys     []string `json:"keys"`
+	Outcome  string   `json:"outcome"`
+	Since    string   `json:"since"`
+}
+
+// handleRedrive answers POST /admin/redrives {"client_id"?, "keys"?,
+// "outcome"?, "since"?}: exactly one of keys (with client_id) or outcome,
+// else 400 bad_request; 200 {"redriven": N, "keys": [...], "skipped": [...]}.
+func handleRedrive(redrive func(context.Context, *store.RedriveParams) (*store.Redriven, error), logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req redriveRequest
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", `send {"client_id": "...", "keys": [...]} or {"outcome": "downstream_unavailable", "client_id"?, "since"?}`)
+			return
+		}
+		var since time.Duration
+		if req.Since != "" {
+			var err error
+			if since, err = time.ParseDuration(req.Since); err != nil || since < 0 {
+				writeError(w, http.StatusBadRequest, "bad_request", `since must be a duration such as "24h"`)
+				return
+			}
+		}
+		done, err := redrive(r.Context(), &store.RedriveParams{
+			ClientID: req.ClientID, Keys: req.Keys, Outcome: response.Code(req.Outcome), Since: since, Via: store.RedriveByAdminAPI,
+		})
+		if errors.Is(err, operator.ErrBadRedrive) {
+			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+			return
+		}
+		if err != nil {
+			logger.ErrorContext(r.Context(), "redrive failed", slog.String("error", err.Error()))
+			writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the redrive did not complete; nothing was redriven; send it again")
+			return
+		}
+		logger.InfoContext(r.Context(), "redrive", slog.Int("redriven", len(done.Keys)), slog.Int("skipped", len(done.Skipped)))
+		keys, skipped := done.Keys, done.Skipped
+		if keys == nil {
+			keys = []store.KeyName{}
+		}
+		if skipped == nil {
+			skipped = []store.Skipped{}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"redriven": len(keys), "keys": keys, "skipped": skipped})
+	})
+}
+
+// writeError answers with the API's error body.
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }
 
 // basicAuth compares hashes of the credentials in constant time, so that
