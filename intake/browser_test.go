@@ -246,6 +246,36 @@ func TestPublicRateLimit(t *testing.T) {
 		proxied.send(t, proxied.submission(k, validBody, fromPage(shopOrigin), forwarded("203.0.113.1"))).
 			requireError(t, http.StatusTooManyRequests, response.CodeRateLimited)
 	})
+
+	t.Run("ForwardedForHopsWithPortsAndZones", func(t *testing.T) {
+		t.Parallel()
+		// Proxies write a hop as ip:port, [ipv6]:port or with an IPv6 zone;
+		// each is its address, and a trusted proxy with a zone is still
+		// trusted. Otherwise every visitor would count as the proxy.
+		proxied := newTestAPI(t, &testAPIOpts{
+			PublicRateLimit: intake.RateLimit{N: 1, Per: time.Hour},
+			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"),
+				netip.MustParsePrefix("fe80::/10")},
+		})
+		submit := func(xff string) *reply {
+			return proxied.send(t, proxied.submission(testkit.NewKey(), validBody, fromPage(shopOrigin), withHeader("X-Forwarded-For", xff)))
+		}
+		for _, tt := range []struct{ first, again, other string }{
+			{"203.0.113.1:4711", "203.0.113.1:4712", "203.0.113.2:4711"},
+			{"[2001:db8:1::1]:443", "2001:db8:1::1", "[2001:db8:2::1]:443"},
+			{"203.0.113.3, fe80::1%eth0", "203.0.113.3, [fe80::2%25eth1]:80", "203.0.113.4, fe80::1%eth0"},
+			// An IPv6 visitor is its /64.
+			{"2001:db8:5::1", "[2001:db8:5::ffff]:80", "2001:db8:6::1"},
+		} {
+			if res := submit(tt.first); res.Status != http.StatusAccepted {
+				t.Errorf("X-Forwarded-For %q: %d %s, want 202", tt.first, res.Status, res.Body)
+			}
+			if res := submit(tt.other); res.Status != http.StatusAccepted {
+				t.Errorf("X-Forwarded-For %q after %q: %d %s, want 202 (another visitor)", tt.other, tt.first, res.Status, res.Body)
+			}
+			submit(tt.again).requireError(t, http.StatusTooManyRequests, response.CodeRateLimited)
+		}
+	})
 }
 
 func TestParseRateLimit(t *testing.T) {
