@@ -208,7 +208,7 @@ func holdUntilFinished(c echo.Context, st *store.Store, waiters *Waiters, client
 		op = got
 		return op.Response != nil
 	}
-	waiters.Wait(c.Request().Context(), lead, d, look)
+	waiters.Wait(c.Request().Context(), clientID, lead, d, look)
 	return op
 }
 

@@ -469,31 +469,122 @@ type Operation struct {
 	Supersedes, SupersededBy string
 }
 
+// operationColumns are what Operation reads of a key k.
+const operationColumns = `k.state, k.lead_id, k.created_at, k.updated_at, k.expires_at, k.response_status, k.response_body,
+       coalesce(k.supersedes, ''), coalesce(k.superseded_by, '')`
+
+const operationSQL = `
+SELECT ` + operationColumns + `
+FROM idempotency_keys k
+WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`
+
+// operationManySQL reads the keys of a group of operations at once; n is
+// the read's place in the group, from 1. Each key is looked up by its
+// primary key, as in peekManySQL.
+const operationManySQL = `
+SELECT g.n, ` + operationColumns + `
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(client_id, key, n)
+CROSS JOIN LATERAL (
+    SELECT * FROM idempotency_keys k1
+    WHERE k1.client_id = g.client_id AND k1.key = g.key AND (k1.expires_at IS NULL OR k1.expires_at > now())
+    LIMIT 1
+) k`
+
 // Operation returns the client's key, or ErrNotFound when the client has no
 // such key (another client's key included) or its retention has passed.
+// With GroupClaims, concurrent reads (polls, and the looks of requests
+// that wait for their keys, woken together when their keys finish or the
+// listening connection comes back) are read together, in one statement a
+// group, at most GroupOpts.MaxInFlight statements at a time.
 func (s *Store) Operation(ctx context.Context, clientID, key string) (*Operation, error) {
-	op := Operation{Key: key}
+	if s.ops == nil {
+		op := Operation{Key: key}
+		err := scanOperation(s.db.QueryRow(ctx, operationSQL, clientID, key), &op)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("operation: %w", err)
+		}
+		return &op, nil
+	}
+	p := &pendingOperation{clientID: clientID, key: key, done: make(chan struct{})}
+	s.ops.add(p)
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("operation: %w", ctx.Err())
+	}
+}
+
+// pendingOperation is one read of an operation waiting for its group.
+type pendingOperation struct {
+	clientID, key string
+	res           *Operation
+	err           error
+	done          chan struct{}
+}
+
+// operationGroup reads a group of operations in one statement.
+func (s *Store) operationGroup(group []*pendingOperation) {
+	defer func() {
+		for _, p := range group {
+			close(p.done)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), s.group.opts.Timeout)
+	defer cancel()
+	clients, keys := make([]string, len(group)), make([]string, len(group))
+	for i, p := range group {
+		clients[i], keys[i] = p.clientID, p.key
+	}
+	rows, err := s.pool.Query(ctx, operationManySQL, clients, keys)
+	if err == nil {
+		for rows.Next() {
+			var (
+				n  int
+				op Operation
+			)
+			if err = scanOperation(rows, &op, &n); err != nil {
+				break
+			}
+			if n >= 1 && n <= len(group) {
+				op.Key = group[n-1].key
+				group[n-1].res = &op
+			}
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	for _, p := range group {
+		switch {
+		case err != nil:
+			p.res, p.err = nil, fmt.Errorf("operation: %w", err)
+		case p.res == nil:
+			p.err = ErrNotFound
+		}
+	}
+}
+
+// scanOperation scans a row of operationColumns, after the columns first
+// (the place in a group), into op.
+func scanOperation(row pgx.Row, op *Operation, first ...any) error {
 	var (
 		status *int16
 		body   []byte
 	)
-	err := s.db.QueryRow(ctx, `
-SELECT state, lead_id, created_at, updated_at, expires_at, response_status, response_body,
-       coalesce(supersedes, ''), coalesce(superseded_by, '')
-FROM idempotency_keys
-WHERE client_id = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > now())`,
-		clientID, key).Scan(&op.State, &op.LeadID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &status, &body,
+	dest := append(first, &op.State, &op.LeadID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &status, &body,
 		&op.Supersedes, &op.SupersededBy)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("operation: %w", err)
+	if err := row.Scan(dest...); err != nil {
+		return err
 	}
 	if status != nil {
 		op.Response = &response.Final{Status: int(*status), Body: body}
 	}
-	return &op, nil
+	return nil
 }
 
 // Peeked is a key as a read outside any transaction found it: enough to
