@@ -114,6 +114,11 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 		return storeError(err)
 	}
 	var payload *lead.Payload
+	pk := publishableKeyOf(c)
+	if peeked != nil && pk != "" && !peeked.Publishable {
+		// Not a page's key: the page learns nothing of it.
+		return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch})
+	}
 	if peeked != nil {
 		same := peeked.RawHash != nil && bytes.Equal(peeked.RawHash, raw)
 		if !same {
@@ -134,7 +139,7 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 			return err
 		}
 	}
-	if pk := publishableKeyOf(c); pk != "" && sub.limits != nil && peeked == nil {
+	if pk != "" && sub.limits != nil && peeked == nil {
 		// Only a submission that would claim a new key counts.
 		if ok, wait := sub.limits.allow(pk, clientAddr(req, sub.trusted)); !ok {
 			c.Response().Header().Set(echo.HeaderRetryAfter, retryAfter(wait))
@@ -144,7 +149,7 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	}
 	res, err := st.Claim(ctx, &store.ClaimParams{
 		ClientID: clientID, Key: key, ExternalRef: requestOf(c).ref, Payload: payload,
-		EmailHMAC: sub.hashKey.Email(payload.Lead.Email), RawHash: raw,
+		EmailHMAC: sub.hashKey.Email(payload.Lead.Email), RawHash: raw, Publishable: pk != "",
 	})
 	if err != nil {
 		return storeError(err)

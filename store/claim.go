@@ -62,6 +62,11 @@ type ClaimParams struct {
 	// with the key: a retry of the same bytes is known without decoding.
 	// May be nil.
 	RawHash []byte
+	// Publishable: the request came through a publishable key (a web
+	// page). The key remembers it; such a request reaches only keys that
+	// do: one the client claimed otherwise is a mismatch to it, whatever
+	// its body, and unknown to its Supersedes.
+	Publishable bool
 }
 
 // ClaimResult is what Store.Claim decided.
@@ -83,6 +88,7 @@ type keyRow struct {
 	RawHash     []byte    `db:"raw_hash" pg:"bytea"`
 	LeadID      uuid.UUID `db:"lead_id" pg:"uuid"`
 	Supersedes  *string   `db:"supersedes" pg:"text"`
+	Publishable bool      `db:"publishable" pg:"bool"`
 }
 
 // leadRow is a lead as a claim writes it (see rows.go).
@@ -103,6 +109,7 @@ type leadRow struct {
 func rowsOf(p *ClaimParams, leadID uuid.UUID, ch chain) (keyRow, leadRow) {
 	k := keyRow{
 		ClientID: p.ClientID, Key: p.Key, Fingerprint: p.Payload.Fingerprint[:], RawHash: p.RawHash, LeadID: leadID,
+		Publishable: p.Publishable,
 	}
 	if sup := p.Payload.Supersedes; sup != "" {
 		k.Supersedes = &sup
@@ -171,7 +178,7 @@ func scanKey(k *lead.Key) []any {
 // readKeySQL reads a key for a claim: what decides its transitions, and
 // what a retry is answered with.
 const readKeySQL = `
-SELECT ` + keyColumns + `, k.fingerprint, k.lead_id, k.response_status, k.response_body
+SELECT ` + keyColumns + `, k.fingerprint, k.lead_id, k.response_status, k.response_body, k.publishable
 FROM idempotency_keys k WHERE k.client_id = $1 AND k.key = $2`
 
 // existingKey is a key a claim found.
@@ -180,6 +187,7 @@ type existingKey struct {
 	fingerprint []byte
 	leadID      uuid.UUID
 	response    *response.Final
+	publishable bool
 }
 
 func readKey(ctx context.Context, tx pgx.Tx, clientID, key string) (*existingKey, error) {
@@ -188,7 +196,7 @@ func readKey(ctx context.Context, tx pgx.Tx, clientID, key string) (*existingKey
 		status *int16
 		body   []byte
 	)
-	err := tx.QueryRow(ctx, readKeySQL, clientID, key).Scan(append(scanKey(&e.key), &e.fingerprint, &e.leadID, &status, &body)...)
+	err := tx.QueryRow(ctx, readKeySQL, clientID, key).Scan(append(scanKey(&e.key), &e.fingerprint, &e.leadID, &status, &body, &e.publishable)...)
 	if err != nil {
 		return nil, err
 	}
@@ -217,12 +225,14 @@ RETURNING leads.id`
 // supersededSQL reads, and locks, the key an amendment supersedes, with
 // what the amendment inherits: the chain's external reference and the
 // superseded lead's place in the chain. The lock makes of two amendments of
-// one key one winner.
+// one key one winner. A request through a publishable key ($3) finds only
+// a key claimed through one.
 const supersededSQL = `
 SELECT k.superseded_by, k.lead_id, l.external_ref, l.amendment
 FROM idempotency_keys k
 JOIN leads l ON l.id = k.lead_id
 WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())
+  AND (k.publishable OR NOT $3)
 FOR UPDATE OF k`
 
 const setSupersededSQL = `
@@ -371,7 +381,7 @@ func inherit(ctx context.Context, tx pgx.Tx, p *ClaimParams) (chain, Outcome, er
 		leadID       uuid.UUID
 		ch           chain
 	)
-	err := tx.QueryRow(ctx, supersededSQL, p.ClientID, p.Payload.Supersedes).Scan(&supersededBy, &leadID, &ch.externalRef, &ch.amendment)
+	err := tx.QueryRow(ctx, supersededSQL, p.ClientID, p.Payload.Supersedes, p.Publishable).Scan(&supersededBy, &leadID, &ch.externalRef, &ch.amendment)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return ch, OutcomeSupersedesUnknown, nil
@@ -390,8 +400,12 @@ func inherit(ctx context.Context, tx pgx.Tx, p *ClaimParams) (chain, Outcome, er
 // answer answers a claim whose key exists and is not expired, as
 // lead.Key.Retry says: a different body is a mismatch, a key that a retry
 // re-opens is re-opened, a finished key is replayed, and an unfinished one
-// is in progress.
+// is in progress. A key not claimed through a publishable key is a
+// mismatch to a request through one, whatever its body.
 func (s *Store) answer(ctx context.Context, tx pgx.Tx, p *ClaimParams, e *existingKey) (*ClaimResult, error) {
+	if p.Publishable && !e.publishable {
+		return &ClaimResult{Outcome: OutcomeMismatch}, errNothingToCommit
+	}
 	if string(e.fingerprint) != string(p.Payload.Fingerprint[:]) {
 		return &ClaimResult{Outcome: OutcomeMismatch, State: e.key.State, LeadID: e.leadID}, errNothingToCommit
 	}
@@ -467,11 +481,14 @@ type Operation struct {
 	// Supersedes is the key this key's request amends; SupersededBy the
 	// key whose request amends it. Empty for none.
 	Supersedes, SupersededBy string
+	// Publishable: the key was claimed through a publishable key; only
+	// such keys are a web page's to see.
+	Publishable bool
 }
 
 // operationColumns are what Operation reads of a key k.
 const operationColumns = `k.state, k.lead_id, k.created_at, k.updated_at, k.expires_at, k.response_status, k.response_body,
-       coalesce(k.supersedes, ''), coalesce(k.superseded_by, '')`
+       coalesce(k.supersedes, ''), coalesce(k.superseded_by, ''), k.publishable`
 
 const operationSQL = `
 SELECT ` + operationColumns + `
@@ -577,7 +594,7 @@ func scanOperation(row pgx.Row, op *Operation, first ...any) error {
 		body   []byte
 	)
 	dest := append(first, &op.State, &op.LeadID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &status, &body,
-		&op.Supersedes, &op.SupersededBy)
+		&op.Supersedes, &op.SupersededBy, &op.Publishable)
 	if err := row.Scan(dest...); err != nil {
 		return err
 	}
@@ -598,6 +615,9 @@ type Peeked struct {
 	RawHash []byte
 	// Response is the final response of a finished key.
 	Response response.Final
+	// Publishable: the key was claimed through a publishable key (see
+	// ClaimParams.Publishable).
+	Publishable bool
 }
 
 // Answer is what a retry with the same request gets from the key, when a
@@ -615,7 +635,7 @@ func (p *Peeked) Answer() (*ClaimResult, bool) {
 }
 
 // peekColumns are what Peek reads of a key k.
-const peekColumns = keyColumns + `, k.lead_id, k.fingerprint, k.raw_hash, k.response_status, k.response_body`
+const peekColumns = keyColumns + `, k.lead_id, k.fingerprint, k.raw_hash, k.response_status, k.response_body, k.publishable`
 
 const peekSQL = `
 SELECT ` + peekColumns + `
@@ -724,7 +744,7 @@ func scanPeeked(row pgx.Row, p *Peeked, first ...any) error {
 		body   []byte
 	)
 	dest := append(first, scanKey(&p.Key)...)
-	if err := row.Scan(append(dest, &p.LeadID, &p.Fingerprint, &p.RawHash, &status, &body)...); err != nil {
+	if err := row.Scan(append(dest, &p.LeadID, &p.Fingerprint, &p.RawHash, &status, &body, &p.Publishable)...); err != nil {
 		return err
 	}
 	if status != nil {
