@@ -1,7 +1,6 @@
 package intake
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -103,7 +102,7 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 		}
 		return payload, nil
 	}
-	raw := lead.RawHash(body, supersedes)
+	raw := sub.hashKey.Request(lead.RawHash(body, supersedes))
 
 	// The claim runs to its end even if the caller hangs up: a half-done
 	// claim helps nobody, and the caller's retry will find the result.
@@ -120,12 +119,12 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 		return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch})
 	}
 	if peeked != nil {
-		same := peeked.RawHash != nil && bytes.Equal(peeked.RawHash, raw)
+		same := raw.Matches(peeked.RawHash, peeked.PlainHashes)
 		if !same {
 			if payload, err = decode(); err != nil {
 				return err
 			}
-			same = bytes.Equal(peeked.Fingerprint, payload.Fingerprint[:])
+			same = sub.hashKey.Request(payload.Fingerprint[:]).Matches(peeked.Fingerprint, peeked.PlainHashes)
 		}
 		if !same {
 			return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch, State: peeked.Key.State, LeadID: peeked.LeadID})
@@ -149,7 +148,8 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	}
 	res, err := st.Claim(ctx, &store.ClaimParams{
 		ClientID: clientID, Key: key, ExternalRef: requestOf(c).ref, Payload: payload,
-		EmailHMAC: sub.hashKey.Email(payload.Lead.Email), RawHash: raw, Publishable: pk != "",
+		Fingerprint: sub.hashKey.Request(payload.Fingerprint[:]), RawHash: raw,
+		EmailHMAC: sub.hashKey.Email(payload.Lead.Email), Publishable: pk != "",
 	})
 	if err != nil {
 		return storeError(err)

@@ -63,6 +63,15 @@ type Config struct {
 	// checks again whether the key it supersedes has finished (it is woken
 	// at once when that key finishes). Default a minute.
 	AwaitRecheck time.Duration
+	// HashKey keys the hashes of requests (PII_HASH_KEY): the clean-up
+	// keys the fingerprints of keys kept before they were keyed. Without
+	// it, those are left as they are.
+	HashKey lead.HashKey
+	// CleanupBatch is the rows one statement of the clean-up deletes,
+	// erases or keys (default 1000); CleanupBatches the statements of one
+	// kind in one round (default 100). A round that leaves work goes on at
+	// once, as a new round.
+	CleanupBatch, CleanupBatches int
 }
 
 // withDefaults fills in what cfg leaves unset.
@@ -87,6 +96,12 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Callbacks == nil {
 		cfg.Callbacks = downstream.NewCallbacks(0, nil)
+	}
+	if cfg.CleanupBatch <= 0 {
+		cfg.CleanupBatch = defaultCleanupBatch
+	}
+	if cfg.CleanupBatches <= 0 {
+		cfg.CleanupBatches = defaultCleanupBatches
 	}
 	return cfg
 }

@@ -58,10 +58,14 @@ type ClaimParams struct {
 	// EmailHMAC is the keyed hash of the lead's email (lead.HashKey.Email),
 	// what finds it for an erasure.
 	EmailHMAC []byte
-	// RawHash is the SHA-256 of the request as it arrived (RawHash), kept
-	// with the key: a retry of the same bytes is known without decoding.
-	// May be nil.
-	RawHash []byte
+	// Fingerprint is the request's fingerprint (Payload.Fingerprint, keyed
+	// with lead.HashKey.Request): what decides that a retry is the same
+	// request. The key keeps its MAC.
+	Fingerprint lead.RequestHash
+	// RawHash is the hash of the request as it arrived (lead.RawHash,
+	// keyed), kept with the key: a retry of the same bytes is known without
+	// decoding. May be zero.
+	RawHash lead.RequestHash
 	// Publishable: the request came through a publishable key (a web
 	// page). The key remembers it; such a request reaches only keys that
 	// do: one the client claimed otherwise is a mismatch to it, whatever
@@ -82,10 +86,14 @@ type ClaimResult struct {
 
 // keyRow is a key as a claim writes it (see rows.go).
 type keyRow struct {
-	ClientID    string    `db:"client_id" pg:"text"`
-	Key         string    `db:"key" pg:"text"`
-	Fingerprint []byte    `db:"fingerprint" pg:"bytea"`
-	RawHash     []byte    `db:"raw_hash" pg:"bytea"`
+	ClientID    string `db:"client_id" pg:"text"`
+	Key         string `db:"key" pg:"text"`
+	Fingerprint []byte `db:"fingerprint_hmac" pg:"bytea"`
+	RawHash     []byte `db:"raw_hmac" pg:"bytea"`
+	// PlainHashes is always false: a claim keeps keyed hashes (it is
+	// written so that a take-over of a key kept before they were keyed
+	// says so too).
+	PlainHashes bool      `db:"plain_hashes" pg:"bool"`
 	LeadID      uuid.UUID `db:"lead_id" pg:"uuid"`
 	Supersedes  *string   `db:"supersedes" pg:"text"`
 	Publishable bool      `db:"publishable" pg:"bool"`
@@ -108,7 +116,7 @@ type leadRow struct {
 // as an amendment of ch (the zero chain for a claim that amends nothing).
 func rowsOf(p *ClaimParams, leadID uuid.UUID, ch chain) (keyRow, leadRow) {
 	k := keyRow{
-		ClientID: p.ClientID, Key: p.Key, Fingerprint: p.Payload.Fingerprint[:], RawHash: p.RawHash, LeadID: leadID,
+		ClientID: p.ClientID, Key: p.Key, Fingerprint: p.Fingerprint.MAC, RawHash: p.RawHash.MAC, LeadID: leadID,
 		Publishable: p.Publishable,
 	}
 	if sup := p.Payload.Supersedes; sup != "" {
@@ -178,13 +186,14 @@ func scanKey(k *lead.Key) []any {
 // readKeySQL reads a key for a claim: what decides its transitions, and
 // what a retry is answered with.
 const readKeySQL = `
-SELECT ` + keyColumns + `, k.fingerprint, k.lead_id, k.response_status, k.response_body, k.publishable
+SELECT ` + keyColumns + `, k.fingerprint_hmac, k.plain_hashes, k.lead_id, k.response_status, k.response_body, k.publishable
 FROM idempotency_keys k WHERE k.client_id = $1 AND k.key = $2`
 
 // existingKey is a key a claim found.
 type existingKey struct {
 	key         lead.Key
 	fingerprint []byte
+	plainHashes bool
 	leadID      uuid.UUID
 	response    *response.Final
 	publishable bool
@@ -196,7 +205,7 @@ func readKey(ctx context.Context, tx pgx.Tx, clientID, key string) (*existingKey
 		status *int16
 		body   []byte
 	)
-	err := tx.QueryRow(ctx, readKeySQL, clientID, key).Scan(append(scanKey(&e.key), &e.fingerprint, &e.leadID, &status, &body, &e.publishable)...)
+	err := tx.QueryRow(ctx, readKeySQL, clientID, key).Scan(append(scanKey(&e.key), &e.fingerprint, &e.plainHashes, &e.leadID, &status, &body, &e.publishable)...)
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +415,7 @@ func (s *Store) answer(ctx context.Context, tx pgx.Tx, p *ClaimParams, e *existi
 	if p.Publishable && !e.publishable {
 		return &ClaimResult{Outcome: OutcomeMismatch}, errNothingToCommit
 	}
-	if string(e.fingerprint) != string(p.Payload.Fingerprint[:]) {
+	if !p.Fingerprint.Matches(e.fingerprint, e.plainHashes) {
 		return &ClaimResult{Outcome: OutcomeMismatch, State: e.key.State, LeadID: e.leadID}, errNothingToCommit
 	}
 	switch e.key.Retry() {
@@ -607,12 +616,16 @@ func scanOperation(row pgx.Row, op *Operation, first ...any) error {
 // Peeked is a key as a read outside any transaction found it: enough to
 // answer a retry that cannot change it.
 type Peeked struct {
-	Key         lead.Key
-	LeadID      uuid.UUID
+	Key    lead.Key
+	LeadID uuid.UUID
+	// Fingerprint is the request's fingerprint as the key keeps it, and
+	// RawHash the hash of its bytes as they arrived (nil for keys claimed
+	// before it was kept): keyed, or plain for a key whose PlainHashes
+	// the worker has not keyed yet. Compare them with
+	// lead.RequestHash.Matches.
 	Fingerprint []byte
-	// RawHash is the request's as it arrived (nil for keys claimed
-	// before it was kept).
-	RawHash []byte
+	RawHash     []byte
+	PlainHashes bool
 	// Response is the final response of a finished key.
 	Response response.Final
 	// Publishable: the key was claimed through a publishable key (see
@@ -635,7 +648,7 @@ func (p *Peeked) Answer() (*ClaimResult, bool) {
 }
 
 // peekColumns are what Peek reads of a key k.
-const peekColumns = keyColumns + `, k.lead_id, k.fingerprint, k.raw_hash, k.response_status, k.response_body, k.publishable`
+const peekColumns = keyColumns + `, k.lead_id, k.fingerprint_hmac, k.raw_hmac, k.plain_hashes, k.response_status, k.response_body, k.publishable`
 
 const peekSQL = `
 SELECT ` + peekColumns + `
@@ -744,7 +757,7 @@ func scanPeeked(row pgx.Row, p *Peeked, first ...any) error {
 		body   []byte
 	)
 	dest := append(first, scanKey(&p.Key)...)
-	if err := row.Scan(append(dest, &p.LeadID, &p.Fingerprint, &p.RawHash, &status, &body, &p.Publishable)...); err != nil {
+	if err := row.Scan(append(dest, &p.LeadID, &p.Fingerprint, &p.RawHash, &p.PlainHashes, &status, &body, &p.Publishable)...); err != nil {
 		return err
 	}
 	if status != nil {

@@ -59,7 +59,7 @@ func TestGroupClaims(t *testing.T) {
 		for range 50 {
 			p := claimParams(t, validBody)
 			p.EmailHMAC = hashKey.Email("ada@example.com")
-			p.RawHash = lead.RawHash([]byte(validBody), "")
+			p.RawHash = hashKey.Request(lead.RawHash([]byte(validBody), ""))
 			ps = append(ps, p)
 		}
 		// Twins: the same key and body, twice more.
@@ -104,7 +104,7 @@ func TestGroupClaims(t *testing.T) {
 		}
 		// The raw hash is kept with the key.
 		got, err := s.Peek(t.Context(), "a", ps[3].Key)
-		if err != nil || string(got.RawHash) != string(ps[3].RawHash) {
+		if err != nil || string(got.RawHash) != string(ps[3].RawHash.MAC) {
 			t.Errorf("peek: %+v %v", got, err)
 		}
 	})
@@ -153,7 +153,7 @@ func TestGroupClaims(t *testing.T) {
 		var ps []*store.ClaimParams
 		for range 20 {
 			p := claimParams(t, validBody)
-			p.RawHash = lead.RawHash([]byte(validBody), "")
+			p.RawHash = hashKey.Request(lead.RawHash([]byte(validBody), ""))
 			ps = append(ps, p)
 		}
 		claimed := claimAll(t, s, ps)
@@ -162,7 +162,7 @@ func TestGroupClaims(t *testing.T) {
 			wg.Go(func() {
 				got, err := s.Peek(t.Context(), "a", p.Key)
 				if err != nil || got.LeadID != claimed[i].LeadID || got.Key.State != lead.KeyProcessing ||
-					string(got.Fingerprint) != string(p.Payload.Fingerprint[:]) || string(got.RawHash) != string(p.RawHash) {
+					string(got.Fingerprint) != string(p.Fingerprint.MAC) || string(got.RawHash) != string(p.RawHash.MAC) || got.PlainHashes {
 					t.Errorf("peek of claimed key %d: %+v %v", i, got, err)
 				}
 			})

@@ -177,6 +177,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 		KeyRetention: cfg.KeyRetention, LeadRetention: cfg.LeadRetention,
 		Logger: p.Logger, Metrics: metrics, AwaitRecheck: cfg.ReconcileInterval,
 		Callers: clients, Callbacks: downstream.NewCallbacks(cfg.DownstreamTimeout, dmetrics), CallbackMaxAge: cfg.CallbackMaxAge,
+		HashKey: lead.HashKey(cfg.PIIHashKey), // checked by validate
 	}
 	p.Registry.MustRegister(jobs.NewPendingCallbacksCollector(jobsCfg.Store))
 	workers := river.NewWorkers()
