@@ -79,6 +79,10 @@ type setupOpts struct {
 	AwaitRecheck time.Duration
 	// CallbackMaxAge is the worker's; default an hour.
 	CallbackMaxAge time.Duration
+	// CallbackTimeout bounds one callback delivery; default Timeout.
+	CallbackTimeout time.Duration
+	// CallbacksPerClient is the worker's; default jobs' own.
+	CallbacksPerClient int
 }
 
 // hashKey keys the email's hash that finds a person's leads
@@ -194,7 +198,8 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 	b.store = store.New(pool)
 	b.callers = callers.NewHolder(clientsWithCallback(t, ts.URL+"/callbacks/"+clientID, callbackSecret))
 	cfg := jobs.Config{
-		Callers: b.callers, Callbacks: downstream.NewCallbacks(cmp.Or(opts.Timeout, testkit.Patience), nil),
+		Callers: b.callers, Callbacks: downstream.NewCallbacks(cmp.Or(opts.CallbackTimeout, opts.Timeout, testkit.Patience), nil),
+		CallbacksPerClient: opts.CallbacksPerClient,
 		CallbackMaxAge: cmp.Or(opts.CallbackMaxAge, time.Hour),
 		Store:          b.store, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
 		AwaitRecheck: cmp.Or(opts.AwaitRecheck, time.Second),

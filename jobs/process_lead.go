@@ -59,6 +59,11 @@ type Config struct {
 	// delivery is retried (default a day).
 	Callbacks      *downstream.Callbacks
 	CallbackMaxAge time.Duration
+	// CallbacksPerClient bounds the deliveries to one client's callback
+	// that this process makes at once (default DefaultCallbacksPerClient):
+	// a client's slow or hanging receiver holds at most that many of the
+	// callback workers, and its other deliveries wait without holding one.
+	CallbacksPerClient int
 	// AwaitRecheck is how long an amendment waits, at most, before it
 	// checks again whether the key it supersedes has finished (it is woken
 	// at once when that key finishes). Default a minute.
@@ -96,6 +101,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Callbacks == nil {
 		cfg.Callbacks = downstream.NewCallbacks(0, nil)
+	}
+	if cfg.CallbacksPerClient <= 0 {
+		cfg.CallbacksPerClient = DefaultCallbacksPerClient
 	}
 	if cfg.CleanupBatch <= 0 {
 		cfg.CleanupBatch = defaultCleanupBatch
