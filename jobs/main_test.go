@@ -200,8 +200,8 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 	cfg := jobs.Config{
 		Callers: b.callers, Callbacks: downstream.NewCallbacks(cmp.Or(opts.CallbackTimeout, opts.Timeout, testkit.Patience), nil),
 		CallbacksPerClient: opts.CallbacksPerClient,
-		CallbackMaxAge: cmp.Or(opts.CallbackMaxAge, time.Hour),
-		Store:          b.store, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
+		CallbackMaxAge:     cmp.Or(opts.CallbackMaxAge, time.Hour),
+		Store:              b.store, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
 		AwaitRecheck: cmp.Or(opts.AwaitRecheck, time.Second),
 		Logger:       logger.With(slog.String("component", "jobs")),
 	}
