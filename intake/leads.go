@@ -1,7 +1,6 @@
 package intake
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -103,7 +102,7 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 		}
 		return payload, nil
 	}
-	raw := lead.RawHash(body, supersedes)
+	raw := sub.hashKey.Request(lead.RawHash(body, supersedes))
 
 	// The claim runs to its end even if the caller hangs up: a half-done
 	// claim helps nobody, and the caller's retry will find the result.
@@ -114,13 +113,18 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 		return storeError(err)
 	}
 	var payload *lead.Payload
+	pk := publishableKeyOf(c)
+	if peeked != nil && pk != "" && !peeked.Publishable {
+		// Not a page's key: the page learns nothing of it.
+		return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch})
+	}
 	if peeked != nil {
-		same := peeked.RawHash != nil && bytes.Equal(peeked.RawHash, raw)
+		same := raw.Matches(peeked.RawHash, peeked.PlainHashes)
 		if !same {
 			if payload, err = decode(); err != nil {
 				return err
 			}
-			same = bytes.Equal(peeked.Fingerprint, payload.Fingerprint[:])
+			same = sub.hashKey.Request(payload.Fingerprint[:]).Matches(peeked.Fingerprint, peeked.PlainHashes)
 		}
 		if !same {
 			return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch, State: peeked.Key.State, LeadID: peeked.LeadID})
@@ -134,7 +138,7 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 			return err
 		}
 	}
-	if pk := publishableKeyOf(c); pk != "" && sub.limits != nil && peeked == nil {
+	if pk != "" && sub.limits != nil && peeked == nil {
 		// Only a submission that would claim a new key counts.
 		if ok, wait := sub.limits.allow(pk, clientAddr(req, sub.trusted)); !ok {
 			c.Response().Header().Set(echo.HeaderRetryAfter, retryAfter(wait))
@@ -144,7 +148,8 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	}
 	res, err := st.Claim(ctx, &store.ClaimParams{
 		ClientID: clientID, Key: key, ExternalRef: requestOf(c).ref, Payload: payload,
-		EmailHMAC: sub.hashKey.Email(payload.Lead.Email), RawHash: raw,
+		Fingerprint: sub.hashKey.Request(payload.Fingerprint[:]), RawHash: raw,
+		EmailHMAC: sub.hashKey.Email(payload.Lead.Email), Publishable: pk != "",
 	})
 	if err != nil {
 		return storeError(err)
@@ -208,7 +213,7 @@ func holdUntilFinished(c echo.Context, st *store.Store, waiters *Waiters, client
 		op = got
 		return op.Response != nil
 	}
-	waiters.Wait(c.Request().Context(), lead, d, look)
+	waiters.Wait(c.Request().Context(), clientID, lead, d, look)
 	return op
 }
 

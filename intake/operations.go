@@ -43,7 +43,9 @@ func handleOperationGet(st *store.Store, waiters *Waiters, timeout time.Duration
 		ctx, cancel := context.WithTimeout(c.Request().Context(), timeout)
 		defer cancel()
 		op, err := st.Operation(ctx, clientID, key)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) || (err == nil && publishableKeyOf(c) != "" && !op.Publishable) {
+			// A page sees only the keys submitted through a publishable
+			// key of its client.
 			return notFound
 		}
 		if err != nil {
