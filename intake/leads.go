@@ -168,7 +168,10 @@ func (sub *submitter) answer(c echo.Context, clientID, key string, res *store.Cl
 		h.Set("Idempotent-Replayed", strconv.FormatBool(replayed))
 		state := res.State
 		if d := waitOf(c); d > 0 {
-			op := holdUntilFinished(c, sub.store, sub.waiters, clientID, key, res.LeadID, d, sub.timeout)
+			op, err := holdUntilFinished(c, sub.store, sub.waiters, clientID, key, res.LeadID, d, sub.timeout)
+			if err != nil {
+				return err
+			}
 			if op != nil && op.Response != nil {
 				// A new key that finished in time is answered with its
 				// final response, and is no replay.
@@ -199,22 +202,33 @@ func (sub *submitter) answer(c echo.Context, clientID, key string, res *store.Cl
 
 // holdUntilFinished holds a request that asked to wait d for the client's
 // key, of lead, to finish, and returns the operation as it stood at the last
-// look that succeeded (nil when none did). The time held is not bounded by
-// the request time-out; each look at the key is.
-func holdUntilFinished(c echo.Context, st *store.Store, waiters *Waiters, clientID, key string, lead uuid.UUID, d, timeout time.Duration) *store.Operation {
+// look (nil when no look found it). The time held is not bounded by the
+// request time-out; each look at the key is. When the hold ends unfinished
+// and its last look failed (the database was away), the key may have
+// finished meanwhile and nobody knows: the error is the store's, for a 503
+// the caller retries, rather than a stale "processing".
+func holdUntilFinished(c echo.Context, st *store.Store, waiters *Waiters, clientID, key string, lead uuid.UUID, d, timeout time.Duration) (*store.Operation, error) {
 	var op *store.Operation
+	var lastErr error
 	look := func() bool {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), timeout)
 		defer cancel()
 		got, err := st.Operation(ctx, clientID, key)
-		if err != nil {
-			return errors.Is(err, store.ErrNotFound) // expired meanwhile: nothing to wait for
+		lastErr = nil
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return true // expired meanwhile: nothing to wait for
+		case err != nil:
+			lastErr = err
+			return false
 		}
 		op = got
 		return op.Response != nil
 	}
-	waiters.Wait(c.Request().Context(), clientID, lead, d, look)
-	return op
+	if done, _ := waiters.Wait(c.Request().Context(), clientID, lead, d, look); !done && lastErr != nil {
+		return nil, storeError(lastErr)
+	}
+	return op, nil
 }
 
 // readBody reads at most maxBody bytes of the body, whether or not it was

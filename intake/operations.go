@@ -52,7 +52,11 @@ func handleOperationGet(st *store.Store, waiters *Waiters, timeout time.Duration
 			return storeError(err)
 		}
 		if d := waitOf(c); d > 0 && op.Response == nil {
-			if held := holdUntilFinished(c, st, waiters, clientID, key, op.LeadID, d, timeout); held != nil {
+			held, err := holdUntilFinished(c, st, waiters, clientID, key, op.LeadID, d, timeout)
+			if err != nil {
+				return err
+			}
+			if held != nil {
 				op = held
 			}
 		}

@@ -110,3 +110,21 @@ func TestWaitersSpreadFallbackLooks(t *testing.T) {
 		t.Errorf("%d looks ran at once after the connection came back, want at most %d", m, intake.MaxFallbackLooks)
 	}
 }
+
+// A key that finishes while nothing can announce it (the connection that
+// hears finishes is down) and before any fall-back look: when the wait's
+// time is up, the key is looked at once more, and the request is answered
+// as the key stands then, not as it stood at the first look.
+func TestWaitersLookOnceMoreWhenTimeIsUp(t *testing.T) {
+	t.Parallel()
+	w := intake.NewWaiters(0)
+	w.Listening(false)
+	var looks atomic.Int64
+	// The first look finds the key unfinished; it finishes right after.
+	done, held := w.Wait(t.Context(), "c", uuid.New(), 200*time.Millisecond, func() bool {
+		return looks.Add(1) > 1
+	})
+	if !held || !done {
+		t.Fatalf("held %t, done %t after %d looks; want the key found finished by a last look", held, done, looks.Load())
+	}
+}
