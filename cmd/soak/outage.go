@@ -17,8 +17,9 @@ import (
 // what becomes of those leads is the outage's doing alone.
 const (
 	outageMin, outageMax = 8 * time.Second, time.Minute
-	// recoveryMax bounds the wait, after an outage, for the leads it
-	// caught to finish before the chaos resumes on its downstream.
+	// recoveryMax bounds the wait, after the last outage, for the leads it
+	// caught to finish before the chaos resumes on the CRM and the
+	// notification service.
 	recoveryMax = time.Minute
 	// detectorFailures is how many failures in a row of two leads make a
 	// downstream down (README "When a downstream is down").
@@ -38,8 +39,8 @@ type outage struct {
 	start, end time.Time
 	// downSince is when the workers found it down (nil: never).
 	downSince *time.Time
-	// upAgain is when the workers saw it up again (zero: not within the
-	// recovery wait).
+	// upAgain is when the workers saw it up again (zero: not before the
+	// recovery wait ended).
 	upAgain time.Time
 	// leads are the submissions accepted during it.
 	leads []*submission
@@ -80,15 +81,27 @@ func (p *phase) outages(ctx context.Context, s *stack, l *load) {
 		{p.duration / 5, "crm", crmTargets},
 		{p.duration * 11 / 20, "notification", notifyTargets},
 	}
-	for _, o := range plan {
+	for i, o := range plan {
 		if !sleep(ctx, time.Until(start.Add(o.at))) {
-			return
+			break
 		}
-		p.outage(ctx, s, l, o.downstream, o.targets, length)
+		// The next outage starts on time: the recovery of this one's
+		// leads goes on under it (the CRM and the notification service
+		// stay quiet but for it).
+		recoverBy := time.Now().Add(recoveryMax)
+		if i+1 < len(plan) {
+			recoverBy = start.Add(plan[i+1].at)
+		}
+		p.outage(ctx, s, l, o.downstream, o.targets, length, recoverBy)
 	}
+	p.chaosMu.Lock()
+	p.quiet = false
+	p.chaosMu.Unlock()
 }
 
-func (p *phase) outage(ctx context.Context, s *stack, l *load, downstream string, targets []fake.Target, length time.Duration) {
+// outage takes downstream down for length, then waits until the leads
+// accepted meanwhile have finished, or recoverBy.
+func (p *phase) outage(ctx context.Context, s *stack, l *load, downstream string, targets []fake.Target, length time.Duration, recoverBy time.Time) {
 	o := &outage{downstream: downstream, targets: targets}
 	p.chaosMu.Lock()
 	p.quiet = true
@@ -134,9 +147,8 @@ func (p *phase) outage(ctx context.Context, s *stack, l *load, downstream string
 	}
 	p.out.f("  outage: the %s is back after %s; %d leads accepted during it", downstream, o.end.Sub(o.start).Round(100*time.Millisecond), len(o.leads))
 
-	// Until the leads it caught have finished, or recoveryMax.
-	deadline := time.Now().Add(recoveryMax)
-	for time.Now().Before(deadline) {
+	// Until the leads it caught have finished, or recoverBy.
+	for time.Now().Before(recoverBy) {
 		if o.upAgain.IsZero() {
 			var upNow bool
 			if s.pool.QueryRow(context.Background(), `SELECT up FROM downstreams WHERE name = $1`, downstream).Scan(&upNow) == nil && upNow {
@@ -148,9 +160,6 @@ func (p *phase) outage(ctx context.Context, s *stack, l *load, downstream string
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	p.chaosMu.Lock()
-	p.quiet = false
-	p.chaosMu.Unlock()
 	p.stats.mu.Lock()
 	p.stats.outages = append(p.stats.outages, o)
 	p.stats.mu.Unlock()
