@@ -132,8 +132,8 @@ func wake(ch chan struct{}) {
 // Wait holds the caller, a request of client, until finished reports the
 // key of lead finished, or d passes, ctx ends or the process stops.
 // finished is asked first, and again at every announcement for the lead
-// (and, without announcements, as Waiters says, and once more when d has
-// passed); a look that fails (the database is away) does not end the wait. held is false when a bound of
+// (and, without announcements, as Waiters says), and once more when d has
+// passed; a look that fails (the database is away) does not end the wait. held is false when a bound of
 // held requests (the process's, or the client's) is reached: the caller
 // answers at once.
 func (w *Waiters) Wait(ctx context.Context, client string, lead uuid.UUID, d time.Duration, finished func() bool) (done, held bool) {
@@ -187,12 +187,12 @@ func (w *Waiters) Wait(ctx context.Context, client string, lead uuid.UUID, d tim
 				armed = false
 			}
 		case <-timer.C:
-			if missed {
-				// A finish may have gone unheard since the last look:
-				// the answer is the key as it stands now.
-				return w.fallbackLook(ctx, nil, finished) == lookFinished, true
-			}
-			return false, true
+			// The answer is the key as it stands now: a finish may have
+			// gone unheard, by a listening connection that died without
+			// a word as much as by one known to be down. (The store reads
+			// such looks together; they need no place of the fall-back
+			// looks.)
+			return finished(), true
 		case <-ctx.Done():
 			return false, true
 		case <-w.stopping:
