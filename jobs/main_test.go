@@ -333,7 +333,7 @@ func (b *testBundle) claimWith(t *testing.T, enqueue enqueueFunc, key, body stri
 	}
 	res, err := st.Claim(ctx, &store.ClaimParams{
 		ClientID: clientID, Key: key, ExternalRef: intake.ExternalRef(clientID, key), Payload: payload,
-		EmailHMAC: hashKey.Email(payload.Lead.Email),
+		EmailHMAC: hashKey.Email(payload.Lead.Email), ContentHMAC: hashKey.Content(payload),
 	})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
