@@ -3,9 +3,11 @@ package downstream
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/leadintake/leadintake/webhook"
@@ -49,13 +51,17 @@ func NewCallbacks(timeout time.Duration, metrics *Metrics) *Callbacks {
 	}
 }
 
-// Deliver makes one delivery attempt: body POSTed to url with
+// Deliver makes one delivery attempt: body POSTed to rawURL with
 // Content-Type: application/json and the Standard Webhooks headers
 // (webhook-id id, a fresh webhook-timestamp, webhook-signature by secret).
-// Any 2xx is delivery. A failure is an *Error: transient (5xx, 408, 429, a
-// time-out, a broken connection; with the Retry-After asked for) or not
-// (any other answer).
-func (c *Callbacks) Deliver(ctx context.Context, url string, secret webhook.Secret, id string, body []byte) (err error) {
+// The URL's user-info is sent as basic auth. Any 2xx is delivery. A
+// failure is an *Error: transient (5xx, 408, 429, a time-out, a broken
+// connection; with the Retry-After asked for) or not (any other answer, a
+// redirect included: the receiver did not take the delivery, and will not
+// by being asked again). No error names the URL's user-info or query
+// string: they are the receiver's secrets, and errors end in logs and in
+// River's job rows.
+func (c *Callbacks) Deliver(ctx context.Context, rawURL string, secret webhook.Secret, id string, body []byte) (err error) {
 	start := c.now()
 	result := "success"
 	defer func() {
@@ -67,15 +73,26 @@ func (c *Callbacks) Deliver(ctx context.Context, url string, secret webhook.Secr
 		}
 		c.metrics.observe(TargetCallback, result, time.Since(start))
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	u, err := url.Parse(rawURL)
 	if err != nil {
-		return &Error{Target: TargetCallback, Err: err}
+		// url.Parse quotes the URL in its error.
+		return &Error{Target: TargetCallback, Err: errors.New("the callback URL does not parse")}
+	}
+	user := u.User
+	u.User = nil
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return &Error{Target: TargetCallback, Err: errors.New("no request can be made of the callback URL")}
+	}
+	if user != nil {
+		pass, _ := user.Password()
+		req.SetBasicAuth(user.Username(), pass)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	webhook.SetHeaders(req.Header, secret, id, c.now(), body)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return transportError(TargetCallback, err)
+		return transportError(TargetCallback, redactURLError(err))
 	}
 	defer func() {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes))
@@ -84,5 +101,23 @@ func (c *Callbacks) Deliver(ctx context.Context, url string, secret webhook.Secr
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return &Error{Target: TargetCallback, StatusCode: resp.StatusCode}
+	}
 	return statusError(TargetCallback, resp, c.now())
+}
+
+// redactURLError returns err with the URL that net/http's *url.Error
+// quotes cut to its scheme, host and path: the query string (and any
+// user-info) stays out of the message.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	shown := "the callback URL"
+	if u, perr := url.Parse(ue.URL); perr == nil {
+		shown = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	}
+	return &url.Error{Op: ue.Op, URL: shown, Err: ue.Err}
 }

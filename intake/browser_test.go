@@ -11,6 +11,7 @@ import (
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/webhook"
 )
 
 // fromPage makes req a web page's: client a's publishable key, sent from
@@ -151,7 +152,7 @@ func TestBrowsers(t *testing.T) {
 		t.Parallel()
 		completed, failed := testkit.NewKey(), testkit.NewKey()
 		for _, k := range []string{completed, failed} {
-			api.send(t, api.submission(k, validBody)).requireAccepted(t, k, false)
+			api.send(t, api.submission(k, validBody, fromPage(shopOrigin))).requireAccepted(t, k, false)
 		}
 		finishKey(t, api, completed, finish{
 			Body: `{"status":"completed","lead_id":"L1","crm_id":"crm_1","score":85,"tier":"hot","notified":true,"warnings":[]}`,
@@ -182,6 +183,56 @@ func TestBrowsers(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A page reaches only the keys submitted through a publishable key of its
+// client: any other key of the client (a server's, a signed webhook's) is
+// unknown to it, whatever it asks, and it learns nothing of its state.
+func TestPublishableKeysReachOnlyPageKeys(t *testing.T) {
+	t.Parallel()
+	api := newTestAPI(t, nil)
+	secret, err := webhook.ParseSecret(webhookSecretA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, webhookKey, page := testkit.NewKey(), "msg_"+testkit.NewKey(), testkit.NewKey()
+	api.send(t, api.submission(server, validBody)).requireAccepted(t, server, false)
+	api.send(t, api.signed("a", webhookKey, validBody, time.Now(), secret)).requireAccepted(t, webhookKey, false)
+	api.send(t, api.submission(page, validBody, fromPage(shopOrigin))).requireAccepted(t, page, false)
+	finished := testkit.NewKey()
+	api.send(t, api.submission(finished, validBody)).requireAccepted(t, finished, false)
+	finishKey(t, api, finished, finish{Body: `{"status":"completed","lead_id":"L1","crm_id":"crm_1","score":85,"tier":"hot","notified":true,"warnings":[]}`})
+
+	for _, key := range []string{server, webhookKey, finished} {
+		api.send(t, edited(api.operation(tokenA, key), fromPage(shopOrigin))).requireError(t, http.StatusNotFound, response.CodeNotFound)
+		api.send(t, edited(withPrefer(api.operation(tokenA, key), "wait=1"), fromPage(shopOrigin))).requireError(t, http.StatusNotFound, response.CodeNotFound)
+		// The same body under that key: not a replay, not in progress.
+		api.send(t, api.submission(key, validBody, fromPage(shopOrigin))).requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)
+		amendment := testkit.NewKey()
+		api.send(t, api.submission(amendment, otherBody, fromPage(shopOrigin), withHeader("Supersedes", key))).
+			requireError(t, http.StatusUnprocessableEntity, response.CodeSupersedesUnknown)
+		if keyStored(t, api.Pool, "a", amendment) {
+			t.Errorf("an amendment of %s by a page stored its key", key)
+		}
+		// The client's server still reaches it.
+		if op := api.send(t, api.operation(tokenA, key)); op.Status != http.StatusOK {
+			t.Errorf("the server's GET of its own key: %d", op.Status)
+		}
+	}
+
+	// The page's own key is the page's, and the server's too.
+	if op := api.send(t, edited(api.operation(tokenA, page), fromPage(shopOrigin))); op.Status != http.StatusOK {
+		t.Errorf("the page's GET of its own key: %d %s", op.Status, op.Body)
+	}
+	api.send(t, api.submission(page, validBody, fromPage(shopOrigin))).requireAccepted(t, page, true)
+	if op := api.send(t, api.operation(tokenA, page)); op.Status != http.StatusOK {
+		t.Errorf("the server's GET of the page's key: %d", op.Status)
+	}
+	amendment := testkit.NewKey()
+	api.send(t, api.submission(amendment, otherBody, fromPage(shopOrigin), withHeader("Supersedes", page))).requireAccepted(t, amendment, false)
+	if op := api.send(t, edited(api.operation(tokenA, amendment), fromPage(shopOrigin))); op.Status != http.StatusOK {
+		t.Errorf("the page's GET of its amendment: %d", op.Status)
+	}
 }
 
 // edited applies edits to req.
@@ -245,6 +296,36 @@ func TestPublicRateLimit(t *testing.T) {
 		k := testkit.NewKey()
 		proxied.send(t, proxied.submission(k, validBody, fromPage(shopOrigin), forwarded("203.0.113.1"))).
 			requireError(t, http.StatusTooManyRequests, response.CodeRateLimited)
+	})
+
+	t.Run("ForwardedForHopsWithPortsAndZones", func(t *testing.T) {
+		t.Parallel()
+		// Proxies write a hop as ip:port, [ipv6]:port or with an IPv6 zone;
+		// each is its address, and a trusted proxy with a zone is still
+		// trusted. Otherwise every visitor would count as the proxy.
+		proxied := newTestAPI(t, &testAPIOpts{
+			PublicRateLimit: intake.RateLimit{N: 1, Per: time.Hour},
+			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"),
+				netip.MustParsePrefix("fe80::/10")},
+		})
+		submit := func(xff string) *reply {
+			return proxied.send(t, proxied.submission(testkit.NewKey(), validBody, fromPage(shopOrigin), withHeader("X-Forwarded-For", xff)))
+		}
+		for _, tt := range []struct{ first, again, other string }{
+			{"203.0.113.1:4711", "203.0.113.1:4712", "203.0.113.2:4711"},
+			{"[2001:db8:1::1]:443", "2001:db8:1::1", "[2001:db8:2::1]:443"},
+			{"203.0.113.3, fe80::1%eth0", "203.0.113.3, [fe80::2%25eth1]:80", "203.0.113.4, fe80::1%eth0"},
+			// An IPv6 visitor is its /64.
+			{"2001:db8:5::1", "[2001:db8:5::ffff]:80", "2001:db8:6::1"},
+		} {
+			if res := submit(tt.first); res.Status != http.StatusAccepted {
+				t.Errorf("X-Forwarded-For %q: %d %s, want 202", tt.first, res.Status, res.Body)
+			}
+			if res := submit(tt.other); res.Status != http.StatusAccepted {
+				t.Errorf("X-Forwarded-For %q after %q: %d %s, want 202 (another visitor)", tt.other, tt.first, res.Status, res.Body)
+			}
+			submit(tt.again).requireError(t, http.StatusTooManyRequests, response.CodeRateLimited)
+		}
 	})
 }
 

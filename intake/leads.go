@@ -1,7 +1,6 @@
 package intake
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -109,7 +108,7 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 		}
 		return payload, nil
 	}
-	raw := lead.RawHash(body, supersedes)
+	raw := sub.hashKey.Request(lead.RawHash(body, supersedes))
 
 	// The claim runs to its end even if the caller hangs up: a half-done
 	// claim helps nobody, and the caller's retry will find the result.
@@ -120,13 +119,18 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 		return storeError(err)
 	}
 	var payload *lead.Payload
+	pk := publishableKeyOf(c)
+	if peeked != nil && pk != "" && !peeked.Publishable {
+		// Not a page's key: the page learns nothing of it.
+		return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch})
+	}
 	if peeked != nil {
-		same := peeked.RawHash != nil && bytes.Equal(peeked.RawHash, raw)
+		same := raw.Matches(peeked.RawHash, peeked.PlainHashes)
 		if !same {
 			if payload, err = decode(); err != nil {
 				return err
 			}
-			same = bytes.Equal(peeked.Fingerprint, payload.Fingerprint[:])
+			same = sub.hashKey.Request(payload.Fingerprint[:]).Matches(peeked.Fingerprint, peeked.PlainHashes)
 		}
 		if !same {
 			return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch, State: peeked.Key.State, LeadID: peeked.LeadID})
@@ -142,10 +146,11 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	}
 	p := &store.ClaimParams{
 		ClientID: clientID, Key: key, ExternalRef: requestOf(c).ref, Payload: payload,
-		EmailHMAC: sub.hashKey.Email(payload.Lead.Email), RawHash: raw, ContentHMAC: sub.hashKey.Content(payload),
-		Retention: sub.retention,
+		Fingerprint: sub.hashKey.Request(payload.Fingerprint[:]), RawHash: raw,
+		EmailHMAC: sub.hashKey.Email(payload.Lead.Email), ContentHMAC: sub.hashKey.Content(payload),
+		Publishable: pk != "", Retention: sub.retention,
 	}
-	if pk := publishableKeyOf(c); pk != "" && peeked == nil {
+	if pk != "" && peeked == nil {
 		// Only a submission that would claim a new key counts, and is
 		// judged: a retry, a re-open, never.
 		addr := clientAddr(req, sub.trusted)
@@ -172,12 +177,16 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 // or refused as the policy says (p.Quarantine, p.Refuse), and counted. A
 // captcha that cannot be verified refuses the request for now: 503
 // captcha_unavailable, nothing stored.
-func (sub *submitter) judge(ctx context.Context, c echo.Context, pk string, addr string, p *store.ClaimParams) error {
+func (sub *submitter) judge(ctx context.Context, c echo.Context, pk string, addr netip.Addr, p *store.ClaimParams) error {
 	policy := sub.callers.Set().SpamPolicy(pk)
 	if policy == nil {
 		return nil
 	}
-	reasons, err := sub.spam.Judge(ctx, policy, c.Request().Header.Values(spam.Header), addr)
+	remote := ""
+	if addr.IsValid() {
+		remote = addr.String()
+	}
+	reasons, err := sub.spam.Judge(ctx, policy, c.Request().Header.Values(spam.Header), remote)
 	if err != nil {
 		return &response.Error{Code: response.CodeCaptchaUnavailable,
 			Message: "the captcha could not be verified just now; send the enquiry again", Err: err}
@@ -205,7 +214,10 @@ func (sub *submitter) answer(c echo.Context, clientID, key string, res *store.Cl
 		h.Set("Idempotent-Replayed", strconv.FormatBool(replayed))
 		state := res.State
 		if d := waitOf(c); d > 0 {
-			op := holdUntilFinished(c, sub.store, sub.waiters, clientID, key, res.LeadID, d, sub.timeout)
+			op, err := holdUntilFinished(c, sub.store, sub.waiters, clientID, key, res.LeadID, d, sub.timeout)
+			if err != nil {
+				return err
+			}
 			if op != nil && op.Response != nil {
 				// A new key that finished in time is answered with its
 				// final response, and is no replay.
@@ -243,22 +255,33 @@ func (sub *submitter) answer(c echo.Context, clientID, key string, res *store.Cl
 
 // holdUntilFinished holds a request that asked to wait d for the client's
 // key, of lead, to finish, and returns the operation as it stood at the last
-// look that succeeded (nil when none did). The time held is not bounded by
-// the request time-out; each look at the key is.
-func holdUntilFinished(c echo.Context, st *store.Store, waiters *Waiters, clientID, key string, lead uuid.UUID, d, timeout time.Duration) *store.Operation {
+// look (nil when no look found it). The time held is not bounded by the
+// request time-out; each look at the key is. When the hold ends unfinished
+// and its last look failed (the database was away), the key may have
+// finished meanwhile and nobody knows: the error is the store's, for a 503
+// the caller retries, rather than a stale "processing".
+func holdUntilFinished(c echo.Context, st *store.Store, waiters *Waiters, clientID, key string, lead uuid.UUID, d, timeout time.Duration) (*store.Operation, error) {
 	var op *store.Operation
+	var lastErr error
 	look := func() bool {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), timeout)
 		defer cancel()
 		got, err := st.Operation(ctx, clientID, key)
-		if err != nil {
-			return errors.Is(err, store.ErrNotFound) // expired meanwhile: nothing to wait for
+		lastErr = nil
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return true // expired meanwhile: nothing to wait for
+		case err != nil:
+			lastErr = err
+			return false
 		}
 		op = got
 		return op.Response != nil
 	}
-	waiters.Wait(c.Request().Context(), lead, d, look)
-	return op
+	if done, _ := waiters.Wait(c.Request().Context(), clientID, lead, d, look); !done && lastErr != nil {
+		return nil, storeError(lastErr)
+	}
+	return op, nil
 }
 
 // readBody reads at most maxBody bytes of the body, whether or not it was

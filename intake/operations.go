@@ -43,14 +43,20 @@ func handleOperationGet(st *store.Store, waiters *Waiters, timeout time.Duration
 		ctx, cancel := context.WithTimeout(c.Request().Context(), timeout)
 		defer cancel()
 		op, err := st.Operation(ctx, clientID, key)
-		if errors.Is(err, store.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) || (err == nil && publishableKeyOf(c) != "" && !op.Publishable) {
+			// A page sees only the keys submitted through a publishable
+			// key of its client.
 			return notFound
 		}
 		if err != nil {
 			return storeError(err)
 		}
 		if d := waitOf(c); d > 0 && op.Response == nil {
-			if held := holdUntilFinished(c, st, waiters, clientID, key, op.LeadID, d, timeout); held != nil {
+			held, err := holdUntilFinished(c, st, waiters, clientID, key, op.LeadID, d, timeout)
+			if err != nil {
+				return err
+			}
+			if held != nil {
 				op = held
 			}
 		}

@@ -3,7 +3,6 @@ package intake
 import (
 	"errors"
 	"math"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -32,76 +31,128 @@ func ParseRateLimit(s string) (RateLimit, error) {
 	return RateLimit{N: count, Per: per}, nil
 }
 
-// limiters holds one token bucket per publishable key and client address.
-// A bucket idle long enough to be full again is the same as a new one: it is
-// forgotten, so that memory stays bounded by the callers of the last
-// refill period; past maxEntries, new callers are refused rather than
-// remembered.
+// limiters holds one token bucket per publishable key and visitor: a client
+// address, or, for IPv6, its /64 (one subscriber's network: a host picks any
+// address of it at will). Each publishable key has a table of its own, bounded
+// by maxEntries: a flood of addresses against one key fills that key's table
+// and refuses that key's new visitors, never another key's. A bucket is
+// refreshed only when it gives a token: once a whole refill period has passed
+// since, it is full again, the same as a new one, and it is forgotten, however
+// often its caller was refused meanwhile. So memory stays bounded by the
+// callers allowed in the last refill period.
 type limiters struct {
 	limit rate.Limit
 	burst int
 	// idle is how long a bucket takes to refill completely.
 	idle time.Duration
 	now  func() time.Time
+	// maxPerKey bounds the buckets of one publishable key (maxEntries).
+	maxPerKey int
 
 	mu        sync.Mutex
-	buckets   map[string]*bucket
+	keys      map[string]*keyBuckets
+	lastSweep time.Time
+}
+
+// keyBuckets are the buckets of one publishable key, by visitor.
+type keyBuckets struct {
+	buckets   map[netip.Prefix]*bucket
 	lastSweep time.Time
 }
 
 type bucket struct {
-	lim  *rate.Limiter
-	seen time.Time
+	lim *rate.Limiter
+	// taken is when the bucket last gave a token.
+	taken time.Time
 }
 
-// maxEntries bounds the buckets held at once.
-const maxEntries = 100_000
+// maxEntries bounds the buckets one publishable key holds at once; past it,
+// that key's new visitors are refused rather than remembered.
+const maxEntries = 10_000
 
 func newLimiters(rl RateLimit) *limiters {
 	return &limiters{
-		limit:   rate.Limit(float64(rl.N) / rl.Per.Seconds()),
-		burst:   rl.N,
-		idle:    rl.Per,
-		now:     time.Now,
-		buckets: map[string]*bucket{},
+		limit:     rate.Limit(float64(rl.N) / rl.Per.Seconds()),
+		burst:     rl.N,
+		idle:      rl.Per,
+		now:       time.Now,
+		maxPerKey: maxEntries,
+		keys:      map[string]*keyBuckets{},
 	}
 }
 
-// allow takes a token for the publishable key and address, and reports how
-// long to wait for one when there is none.
-func (l *limiters) allow(key, addr string) (bool, time.Duration) {
+// visitor is what one bucket counts for addr: the address, or the /64 of
+// an IPv6 address (an IPv4 address written as IPv6 is the IPv4 address).
+func visitor(addr netip.Addr) netip.Prefix {
+	addr = addr.WithZone("").Unmap()
+	if addr.Is6() {
+		p, _ := addr.Prefix(64)
+		return p
+	}
+	return netip.PrefixFrom(addr, addr.BitLen())
+}
+
+// allow takes a token for the publishable key and client address, and
+// reports how long to wait for one when there is none.
+func (l *limiters) allow(key string, addr netip.Addr) (bool, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
 	l.sweep(now)
-	id := key + "\x00" + addr
-	b := l.buckets[id]
+	kb := l.keys[key]
+	if kb == nil {
+		kb = &keyBuckets{buckets: map[netip.Prefix]*bucket{}, lastSweep: now}
+		l.keys[key] = kb
+	}
+	id := visitor(addr)
+	b := kb.buckets[id]
 	if b == nil {
-		if len(l.buckets) >= maxEntries {
-			return false, l.idle
+		if len(kb.buckets) >= l.maxPerKey {
+			// Full: forget what a refill period has passed for, at most
+			// once a second, before refusing.
+			if now.Sub(kb.lastSweep) >= min(time.Second, l.idle) {
+				l.sweepKey(kb, now)
+			}
+			if len(kb.buckets) >= l.maxPerKey {
+				return false, l.idle
+			}
 		}
 		b = &bucket{lim: rate.NewLimiter(l.limit, l.burst)}
-		l.buckets[id] = b
+		kb.buckets[id] = b
 	}
-	b.seen = now
 	r := b.lim.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
+		// Refused: the bucket gave nothing, so it is not refreshed.
 		r.CancelAt(now)
 		return false, d
 	}
+	b.taken = now
 	return true, 0
 }
 
-// sweep forgets the buckets idle for a whole refill period, at most once a
-// period; l.mu must be held.
+// sweep forgets, at most once a refill period, the buckets that gave no
+// token for a whole period, and the keys left without buckets; l.mu must be
+// held.
 func (l *limiters) sweep(now time.Time) {
 	if now.Sub(l.lastSweep) < l.idle {
 		return
 	}
 	l.lastSweep = now
-	for id, b := range l.buckets {
-		if now.Sub(b.seen) >= l.idle {
-			delete(l.buckets, id)
+	for key, kb := range l.keys {
+		l.sweepKey(kb, now)
+		if len(kb.buckets) == 0 {
+			delete(l.keys, key)
+		}
+	}
+}
+
+// sweepKey forgets the buckets of kb that gave no token for a whole refill
+// period; l.mu must be held.
+func (l *limiters) sweepKey(kb *keyBuckets, now time.Time) {
+	kb.lastSweep = now
+	for id, b := range kb.buckets {
+		if now.Sub(b.taken) >= l.idle {
+			delete(kb.buckets, id)
 		}
 	}
 }
@@ -113,33 +164,56 @@ func retryAfter(d time.Duration) string {
 
 // clientAddr is the address of the caller: the TCP peer, or, when the peer
 // is a trusted proxy, the right-most address of X-Forwarded-For that is not
-// one.
-func clientAddr(r *http.Request, trusted []netip.Prefix) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	peer, err := netip.ParseAddr(host)
-	if err != nil || !isTrusted(peer, trusted) {
-		return host
+// one (the furthest, when all are). A hop may be written as an address, as
+// ip:port or [ipv6]:port, and with an IPv6 zone; a hop that is no address
+// cannot be trusted past, and the proxy that wrote it is the caller. The
+// address has no zone and is never IPv4 written as IPv6.
+//
+// Echo's ExtractIPFromXFFHeader walks the same way, but takes a hop with a
+// port for no address (so every visitor behind such a proxy would count as
+// the proxy), keeps zones (a zoned proxy is never trusted), and trusts
+// private and loopback addresses unless told not to.
+func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
+	peer, ok := parseHop(r.RemoteAddr)
+	if !ok || !isTrusted(peer, trusted) {
+		return peer
 	}
 	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	last := peer
 	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-		if err != nil {
-			// A hop that is not an address cannot be trusted past.
-			return peer.String()
+		a, ok := parseHop(hops[i])
+		if !ok {
+			return last
 		}
-		if !isTrusted(a.Unmap(), trusted) {
-			return a.Unmap().String()
+		if !isTrusted(a, trusted) {
+			return a
 		}
+		last = a
 	}
-	return peer.String()
+	return last
+}
+
+// parseHop reads one address as a peer or a proxy writes it: bare, in
+// brackets, or with a port, with or without an IPv6 zone. It returns the
+// address without zone, unmapped.
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().WithZone("").Unmap(), true
+	}
+	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		s = s[1 : len(s)-1]
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a.WithZone("").Unmap(), true
 }
 
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 	for _, p := range trusted {
-		if p.Contains(a.Unmap()) {
+		if p.Contains(a) {
 			return true
 		}
 	}

@@ -70,13 +70,33 @@ func TestPreferWait(t *testing.T) {
 				t.Errorf("%s %s: Preference-Applied %q, want wait=0", req.Method, req.URL.Path, got)
 			}
 		}
-		for _, prefer := range []string{"", "respond-async", "wait=soon", "wait=-1"} {
+		for _, prefer := range []string{"", "respond-async", "wait=soon", "wait=-1", "wait=+3", "wait=3.0", "wait=3s", "wait="} {
 			req := api.submission(testkit.NewKey(), validBody)
 			if prefer != "" {
 				req.Header.Set("Prefer", prefer)
 			}
 			if got := api.send(t, req).Header.Get("Preference-Applied"); got != "" {
 				t.Errorf("Prefer %q: Preference-Applied %q, want none", prefer, got)
+			}
+		}
+	})
+
+	t.Run("HugeWaitsAreTheBound", func(t *testing.T) {
+		t.Parallel()
+		// Any N of digits is min(N, MAX_WAIT): one too large for a
+		// duration, or for any integer, is held for MAX_WAIT, not
+		// overflowed into no wait.
+		api := newTestAPI(t, &testAPIOpts{MaxWait: time.Second, Listen: true})
+		for _, n := range []string{"10000000000", "9223372036854775807", "99999999999999999999999999"} {
+			key := testkit.NewKey()
+			start := time.Now()
+			res := api.send(t, api.submission(key, validBody, withHeader("Prefer", "wait="+n)))
+			res.requireAccepted(t, key, false)
+			if got := res.Header.Get("Preference-Applied"); got != "wait=1" {
+				t.Errorf("wait=%s: Preference-Applied %q, want wait=1 (MAX_WAIT)", n, got)
+			}
+			if held := time.Since(start); held < time.Second {
+				t.Errorf("wait=%s: answered after %s, want the whole second of MAX_WAIT", n, held)
 			}
 		}
 	})

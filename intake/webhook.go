@@ -2,6 +2,7 @@ package intake
 
 import (
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -15,8 +16,10 @@ import (
 // signs its webhooks the Standard Webhooks way, with the client's
 // webhook_secret, submits an enquiry without a bearer token. The signature
 // (checked in constant time, with a timestamp at most five minutes away)
-// authenticates it; the webhook-id is the Idempotency-Key. Everything else
-// is POST /v1/leads.
+// authenticates it; the webhook-id is the Idempotency-Key. A Supersedes
+// header is refused: it is outside the signature, so anyone who relays the
+// message could aim it at any key of the client. Everything else is POST
+// /v1/leads.
 func handleWebhookLead(sub *submitter, holder *callers.Holder) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
@@ -36,6 +39,11 @@ func handleWebhookLead(sub *submitter, holder *callers.Holder) echo.HandlerFunc 
 		case err != nil:
 			return &response.Error{Code: response.CodeSignatureInvalid,
 				Message: "the webhook-signature does not verify, or webhook-timestamp is more than five minutes away", Err: err}
+		}
+		if _, sent := req.Header[http.CanonicalHeaderKey("Supersedes")]; sent {
+			e := response.Errorf(response.CodeSupersedesInvalid, "a signed webhook cannot carry Supersedes: the header is not covered by its signature")
+			e.Status = http.StatusBadRequest
+			return e
 		}
 		if err := checkKey(key); err != nil {
 			err.Message = "the webhook-id is the Idempotency-Key: " + err.Message

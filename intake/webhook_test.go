@@ -106,6 +106,23 @@ func TestSignedWebhooks(t *testing.T) {
 		}
 	})
 
+	t.Run("RefusesSupersedes", func(t *testing.T) {
+		t.Parallel()
+		// The header is outside the signature: whoever relays a signed
+		// webhook could aim it at any key of the client.
+		earlier := "msg_" + testkit.NewKey()
+		api.send(t, api.signed("a", earlier, validBody, time.Now(), secret)).requireAccepted(t, earlier, false)
+		for _, value := range []string{earlier, "not a key", ""} {
+			id := "msg_" + testkit.NewKey()
+			req := api.signed("a", id, otherBody, time.Now(), secret)
+			req.Header["Supersedes"] = []string{value}
+			api.send(t, req).requireError(t, http.StatusBadRequest, response.CodeSupersedesInvalid)
+			if keyStored(t, api.Pool, "a", id) {
+				t.Errorf("Supersedes %q: the refused webhook stored its key", value)
+			}
+		}
+	})
+
 	t.Run("EverythingElseIsASubmission", func(t *testing.T) {
 		t.Parallel()
 		api.send(t, api.signed("a", "msg_"+testkit.NewKey(), `{"email":"x"}`, time.Now(), secret)).

@@ -30,6 +30,7 @@ func (b *testBundle) amend(t *testing.T, sub *submission, body string) *submissi
 	defer cancel()
 	res, err := b.store.Claim(ctx, &store.ClaimParams{
 		ClientID: clientID, Key: key, ExternalRef: intake.ExternalRef(clientID, key), Payload: payload,
+		Fingerprint: hashKey.Request(payload.Fingerprint[:]),
 	})
 	if err != nil {
 		t.Fatalf("claim: %v", err)

@@ -2,10 +2,13 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,6 +21,11 @@ import (
 // DefaultCallbackMaxAge is how long a callback delivery is retried when
 // Config.CallbackMaxAge is zero.
 const DefaultCallbackMaxAge = 24 * time.Hour
+
+// DefaultCallbacksPerClient is Config.CallbacksPerClient's default: with the
+// worker's 20 callback workers, four clients' hanging receivers leave room
+// for every other client's deliveries.
+const DefaultCallbacksPerClient = 4
 
 // QueueCallbacks is the queue of callback deliveries: a slow callback
 // receiver never holds back the leads.
@@ -44,15 +52,63 @@ func (DeliverCallbackArgs) InsertOpts() river.InsertOpts {
 // delivery; a 5xx, 408, 429, time-out or broken connection is retried with
 // the retry policy's back-off (or the receiver's Retry-After) until the
 // delivery is CALLBACK_MAX_AGE old; anything else gives it up.
+//
+// One client's receiver holds at most Config.CallbacksPerClient of this
+// process's callback workers: a delivery to a client that has that many
+// under way snoozes (no attempt spent, no worker held) and is tried again
+// after a back-off that grows while the client stays busy, so a slow or
+// hanging receiver never holds back another client's deliveries.
 type DeliverCallbackWorker struct {
 	river.WorkerDefaults[DeliverCallbackArgs]
 	cfg     Config
 	retryAt retryTimes
+
+	mu       sync.Mutex
+	inFlight map[string]int
+}
+
+// Snoozes of a delivery whose client has its bound of deliveries under
+// way: the first about callbackBusyBase, doubling with each snooze of the
+// job, at most callbackBusyMax; each drawn from the upper half, so that
+// they spread.
+const (
+	callbackBusyBase = time.Second
+	callbackBusyMax  = time.Minute
+)
+
+// take claims one of the client's places for a delivery; false when it
+// has none free.
+func (w *DeliverCallbackWorker) take(client string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inFlight[client] >= w.cfg.CallbacksPerClient {
+		return false
+	}
+	w.inFlight[client]++
+	return true
+}
+
+func (w *DeliverCallbackWorker) release(client string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inFlight[client]--; w.inFlight[client] <= 0 {
+		delete(w.inFlight, client)
+	}
+}
+
+// busySnooze is how long a delivery waits for a place of its client's,
+// after it has waited snoozes times already.
+func busySnooze(snoozes int64) time.Duration {
+	d := callbackBusyMax
+	if snoozes < 6 {
+		d = min(callbackBusyMax, callbackBusyBase<<snoozes)
+	}
+	return d/2 + rand.N(d/2+1)
 }
 
 // NewDeliverCallbackWorker returns the worker.
 func NewDeliverCallbackWorker(cfg Config) *DeliverCallbackWorker {
-	return &DeliverCallbackWorker{cfg: cfg.withDefaults()}
+	return &DeliverCallbackWorker{cfg: cfg.withDefaults(), inFlight: map[string]int{}}
 }
 
 // NextRetry honours the receiver's Retry-After; otherwise the client's
@@ -72,6 +128,10 @@ func (w *DeliverCallbackWorker) Work(ctx context.Context, job *river.Job[Deliver
 	if err != nil || cb.Done {
 		return err
 	}
+	if !w.take(cb.ClientID) {
+		return river.JobSnooze(busySnooze(snoozesOf(job.Metadata)))
+	}
+	defer w.release(cb.ClientID)
 	attrs := []any{slog.String("callback_id", cb.ID.String()), slog.String("client_id", cb.ClientID), slog.Int("attempt", job.Attempt)}
 	end := func(delivered bool) error {
 		dctx, cancel := dbContext(ctx)
@@ -127,6 +187,15 @@ func retryable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// snoozesOf reads the count of snoozes River keeps in a job's metadata.
+func snoozesOf(metadata []byte) int64 {
+	var m struct {
+		Snoozes int64 `json:"snoozes"`
+	}
+	_ = json.Unmarshal(metadata, &m)
+	return m.Snoozes
 }
 
 // WebhookID is the webhook-id of every delivery attempt of one finish.

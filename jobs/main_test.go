@@ -81,6 +81,10 @@ type setupOpts struct {
 	// Outages are the worker's; ProbeInterval defaults to a second, and the
 	// periodic wake-up of waiting leads runs at that interval.
 	Outages jobs.Outages
+	// CallbackTimeout bounds one callback delivery; default Timeout.
+	CallbackTimeout time.Duration
+	// CallbacksPerClient is the worker's; default jobs' own.
+	CallbacksPerClient int
 }
 
 // hashKey keys the email's hash that finds a person's leads
@@ -196,9 +200,10 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 	b.store = store.New(pool)
 	b.callers = callers.NewHolder(clientsWithCallback(t, ts.URL+"/callbacks/"+clientID, callbackSecret))
 	cfg := jobs.Config{
-		Callers: b.callers, Callbacks: downstream.NewCallbacks(cmp.Or(opts.Timeout, testkit.Patience), nil),
-		CallbackMaxAge: cmp.Or(opts.CallbackMaxAge, time.Hour),
-		Store:          b.store, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
+		Callers: b.callers, Callbacks: downstream.NewCallbacks(cmp.Or(opts.CallbackTimeout, opts.Timeout, testkit.Patience), nil),
+		CallbacksPerClient: opts.CallbacksPerClient,
+		CallbackMaxAge:     cmp.Or(opts.CallbackMaxAge, time.Hour),
+		Store:              b.store, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
 		AwaitRecheck: cmp.Or(opts.AwaitRecheck, time.Second),
 		Logger:       logger.With(slog.String("component", "jobs")),
 		Outages:      opts.Outages,
@@ -334,6 +339,7 @@ func (b *testBundle) claimWith(t *testing.T, enqueue enqueueFunc, key, body stri
 	res, err := st.Claim(ctx, &store.ClaimParams{
 		ClientID: clientID, Key: key, ExternalRef: intake.ExternalRef(clientID, key), Payload: payload,
 		EmailHMAC: hashKey.Email(payload.Lead.Email), ContentHMAC: hashKey.Content(payload),
+		Fingerprint: hashKey.Request(payload.Fingerprint[:]),
 	})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
@@ -533,6 +539,31 @@ func (b *testBundle) cleanUp(t *testing.T) {
 	if res.EventKind != river.EventKindJobCompleted {
 		t.Fatalf("clean-up ended with %s, want %s", res.EventKind, river.EventKindJobCompleted)
 	}
+}
+
+// cleanUpRound works one round of the clean-up as cleanUp does, and
+// returns how it ended: completed, or snoozed to go on at once.
+func (b *testBundle) cleanUpRound(t *testing.T) river.EventKind {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	w := rivertest.NewWorker(t, riverpgxv5.New(b.pool), &river.Config{}, jobs.NewCleanupWorker(b.cfg))
+	res, err := w.Work(ctx, t, tx, jobs.CleanupArgs{}, nil)
+	var snooze *river.JobSnoozeError
+	switch {
+	case errors.As(err, &snooze):
+		if snooze.Duration != 0 {
+			t.Fatalf("clean-up snoozed for %s, want to go on at once", snooze.Duration)
+		}
+		return river.EventKindJobSnoozed
+	case err != nil:
+		t.Fatalf("clean-up: %v", err)
+	}
+	return res.EventKind
 }
 
 // reconcile runs one round of the reconciler and one of the orphan

@@ -284,3 +284,43 @@ func TestOneLeadsFailuresAfterAnothersSuccess(t *testing.T) {
 		t.Error("one lead's failures made the CRM down")
 	}
 }
+
+// Failures that other leads share, with no success between, are not a
+// lead's own, even before they amount to an outage: the leads try again
+// without spending attempts, so the notification's few are not given up
+// while its service fails everyone.
+func TestSharedFailuresSpendNoAttempts(t *testing.T) {
+	t.Parallel()
+	// An outage is never found here: the leads' failures alone hold them.
+	b := setup(t, &setupOpts{MaxAttempts: 3, Outages: jobs.Outages{ProbeInterval: time.Second, Failures: 1000}})
+	if err := b.fake.SetChaos(fake.Notify, fake.Chaos{FailRate: 1, FailStatus: http.StatusServiceUnavailable}); err != nil {
+		t.Fatal(err)
+	}
+	subs := b.submitMany(t, 2)
+	// Past the three failures an optional step is given up after.
+	testkit.Eventually(t, "five notification calls of each lead, or a key finished", func() bool {
+		for _, sub := range subs {
+			if row, _ := b.key(t, sub.Key); row.State != lead.KeyProcessing {
+				return true
+			}
+		}
+		return b.fake.Requests(fake.Notify) >= 10
+	})
+	for _, sub := range subs {
+		if row, _ := b.key(t, sub.Key); row.State != lead.KeyProcessing {
+			t.Fatalf("key %s %s %s while its notification failed with everyone's, want processing", sub.Key, row.State, row.Raw)
+		}
+	}
+	if err := b.fake.SetChaos(fake.Notify, fake.Chaos{}); err != nil {
+		t.Fatal(err)
+	}
+	b.requireDeliveredOnce(t, subs, 3)
+	for _, sub := range subs {
+		if got, _ := b.key(t, sub.Key); got.Body["notified"] != true {
+			t.Errorf("key %s: %s, want notified", sub.Key, got.Raw)
+		}
+	}
+	if !b.downstreamUp(t, store.DownstreamNotification) {
+		t.Error("the notification service is down: no outage was to be found")
+	}
+}

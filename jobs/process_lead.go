@@ -59,6 +59,11 @@ type Config struct {
 	// delivery is retried (default a day).
 	Callbacks      *downstream.Callbacks
 	CallbackMaxAge time.Duration
+	// CallbacksPerClient bounds the deliveries to one client's callback
+	// that this process makes at once (default DefaultCallbacksPerClient):
+	// a client's slow or hanging receiver holds at most that many of the
+	// callback workers, and its other deliveries wait without holding one.
+	CallbacksPerClient int
 	// AwaitRecheck is how long an amendment waits, at most, before it
 	// checks again whether the key it supersedes has finished (it is woken
 	// at once when that key finishes). Default a minute.
@@ -66,6 +71,15 @@ type Config struct {
 	// Outages configure the downstreams' shared state: outages, holds and
 	// rate limits.
 	Outages Outages
+	// HashKey keys the hashes of requests (PII_HASH_KEY): the clean-up
+	// keys the fingerprints of keys kept before they were keyed. Without
+	// it, those are left as they are.
+	HashKey lead.HashKey
+	// CleanupBatch is the rows one statement of the clean-up deletes,
+	// erases or keys (default 1000); CleanupBatches the statements of one
+	// kind in one round (default 100). A round that leaves work goes on at
+	// once, as a new round.
+	CleanupBatch, CleanupBatches int
 }
 
 // withDefaults fills in what cfg leaves unset.
@@ -92,6 +106,15 @@ func (cfg Config) withDefaults() Config {
 		cfg.Callbacks = downstream.NewCallbacks(0, nil)
 	}
 	cfg.Outages = cfg.Outages.withDefaults()
+	if cfg.CallbacksPerClient <= 0 {
+		cfg.CallbacksPerClient = DefaultCallbacksPerClient
+	}
+	if cfg.CleanupBatch <= 0 {
+		cfg.CleanupBatch = defaultCleanupBatch
+	}
+	if cfg.CleanupBatches <= 0 {
+		cfg.CleanupBatches = defaultCleanupBatches
+	}
 	return cfg
 }
 

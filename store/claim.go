@@ -65,10 +65,19 @@ type ClaimParams struct {
 	// EmailHMAC is the keyed hash of the lead's email (lead.HashKey.Email),
 	// what finds it for an erasure.
 	EmailHMAC []byte
-	// RawHash is the SHA-256 of the request as it arrived (RawHash), kept
-	// with the key: a retry of the same bytes is known without decoding.
-	// May be nil.
-	RawHash []byte
+	// Fingerprint is the request's fingerprint (Payload.Fingerprint, keyed
+	// with lead.HashKey.Request): what decides that a retry is the same
+	// request. The key keeps its MAC.
+	Fingerprint lead.RequestHash
+	// RawHash is the hash of the request as it arrived (lead.RawHash,
+	// keyed), kept with the key: a retry of the same bytes is known without
+	// decoding. May be zero.
+	RawHash lead.RequestHash
+	// Publishable: the request came through a publishable key (a web
+	// page). The key remembers it; such a request reaches only keys that
+	// do: one the client claimed otherwise is a mismatch to it, whatever
+	// its body, and unknown to its Supersedes.
+	Publishable bool
 	// ContentHMAC is the keyed hash of the lead's content without its utm
 	// (lead.HashKey.Content), what finds an earlier possible duplicate of
 	// it (FlagDuplicates). May be nil.
@@ -99,12 +108,17 @@ type ClaimResult struct {
 
 // keyRow is a key as a claim writes it (see rows.go).
 type keyRow struct {
-	ClientID    string    `db:"client_id" pg:"text"`
-	Key         string    `db:"key" pg:"text"`
-	Fingerprint []byte    `db:"fingerprint" pg:"bytea"`
-	RawHash     []byte    `db:"raw_hash" pg:"bytea"`
+	ClientID    string `db:"client_id" pg:"text"`
+	Key         string `db:"key" pg:"text"`
+	Fingerprint []byte `db:"fingerprint_hmac" pg:"bytea"`
+	RawHash     []byte `db:"raw_hmac" pg:"bytea"`
+	// PlainHashes is always false: a claim keeps keyed hashes (it is
+	// written so that a take-over of a key kept before they were keyed
+	// says so too).
+	PlainHashes bool      `db:"plain_hashes" pg:"bool"`
 	LeadID      uuid.UUID `db:"lead_id" pg:"uuid"`
 	Supersedes  *string   `db:"supersedes" pg:"text"`
+	Publishable bool      `db:"publishable" pg:"bool"`
 }
 
 // leadRow is a lead as a claim writes it (see rows.go).
@@ -126,7 +140,8 @@ type leadRow struct {
 // as an amendment of ch (the zero chain for a claim that amends nothing).
 func rowsOf(p *ClaimParams, leadID uuid.UUID, ch chain) (keyRow, leadRow) {
 	k := keyRow{
-		ClientID: p.ClientID, Key: p.Key, Fingerprint: p.Payload.Fingerprint[:], RawHash: p.RawHash, LeadID: leadID,
+		ClientID: p.ClientID, Key: p.Key, Fingerprint: p.Fingerprint.MAC, RawHash: p.RawHash.MAC, LeadID: leadID,
+		Publishable: p.Publishable,
 	}
 	if sup := p.Payload.Supersedes; sup != "" {
 		k.Supersedes = &sup
@@ -214,15 +229,17 @@ func scanKey(k *lead.Key) []any {
 // readKeySQL reads a key for a claim: what decides its transitions, and
 // what a retry is answered with.
 const readKeySQL = `
-SELECT ` + keyColumns + `, k.fingerprint, k.lead_id, k.response_status, k.response_body
+SELECT ` + keyColumns + `, k.fingerprint_hmac, k.plain_hashes, k.lead_id, k.response_status, k.response_body, k.publishable
 FROM idempotency_keys k WHERE k.client_id = $1 AND k.key = $2`
 
 // existingKey is a key a claim found.
 type existingKey struct {
 	key         lead.Key
 	fingerprint []byte
+	plainHashes bool
 	leadID      uuid.UUID
 	response    *response.Final
+	publishable bool
 }
 
 func readKey(ctx context.Context, tx pgx.Tx, clientID, key string) (*existingKey, error) {
@@ -231,7 +248,7 @@ func readKey(ctx context.Context, tx pgx.Tx, clientID, key string) (*existingKey
 		status *int16
 		body   []byte
 	)
-	err := tx.QueryRow(ctx, readKeySQL, clientID, key).Scan(append(scanKey(&e.key), &e.fingerprint, &e.leadID, &status, &body)...)
+	err := tx.QueryRow(ctx, readKeySQL, clientID, key).Scan(append(scanKey(&e.key), &e.fingerprint, &e.plainHashes, &e.leadID, &status, &body, &e.publishable)...)
 	if err != nil {
 		return nil, err
 	}
@@ -261,12 +278,14 @@ RETURNING leads.id`
 // supersededSQL reads, and locks, the key an amendment supersedes, with
 // what the amendment inherits: the chain's external reference and the
 // superseded lead's place in the chain. The lock makes of two amendments of
-// one key one winner.
+// one key one winner. A request through a publishable key ($3) finds only
+// a key claimed through one.
 const supersededSQL = `
 SELECT k.superseded_by, k.lead_id, l.external_ref, l.amendment
 FROM idempotency_keys k
 JOIN leads l ON l.id = k.lead_id
 WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())
+  AND (k.publishable OR NOT $3)
 FOR UPDATE OF k`
 
 const setSupersededSQL = `
@@ -464,7 +483,7 @@ func inherit(ctx context.Context, tx pgx.Tx, p *ClaimParams) (chain, Outcome, er
 		leadID       uuid.UUID
 		ch           chain
 	)
-	err := tx.QueryRow(ctx, supersededSQL, p.ClientID, p.Payload.Supersedes).Scan(&supersededBy, &leadID, &ch.externalRef, &ch.amendment)
+	err := tx.QueryRow(ctx, supersededSQL, p.ClientID, p.Payload.Supersedes, p.Publishable).Scan(&supersededBy, &leadID, &ch.externalRef, &ch.amendment)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return ch, OutcomeSupersedesUnknown, nil
@@ -483,9 +502,13 @@ func inherit(ctx context.Context, tx pgx.Tx, p *ClaimParams) (chain, Outcome, er
 // answer answers a claim whose key exists and is not expired, as
 // lead.Key.Retry says: a different body is a mismatch, a key that a retry
 // re-opens is re-opened, a finished key is replayed, and an unfinished one
-// is in progress.
+// is in progress. A key not claimed through a publishable key is a
+// mismatch to a request through one, whatever its body.
 func (s *Store) answer(ctx context.Context, tx pgx.Tx, p *ClaimParams, e *existingKey) (*ClaimResult, error) {
-	if string(e.fingerprint) != string(p.Payload.Fingerprint[:]) {
+	if p.Publishable && !e.publishable {
+		return &ClaimResult{Outcome: OutcomeMismatch}, errNothingToCommit
+	}
+	if !p.Fingerprint.Matches(e.fingerprint, e.plainHashes) {
 		return &ClaimResult{Outcome: OutcomeMismatch, State: e.key.State, LeadID: e.leadID}, errNothingToCommit
 	}
 	switch e.key.Retry() {
@@ -562,46 +585,147 @@ type Operation struct {
 	// Supersedes is the key this key's request amends; SupersededBy the
 	// key whose request amends it. Empty for none.
 	Supersedes, SupersededBy string
+	// Publishable: the key was claimed through a publishable key; only
+	// such keys are a web page's to see.
+	Publishable bool
 }
+
+// operationColumns are what Operation reads of a key k.
+const operationColumns = `k.state, k.lead_id, k.created_at, k.updated_at, k.expires_at, k.response_status, k.response_body,
+       coalesce(k.supersedes, ''), coalesce(k.superseded_by, ''), k.publishable`
+
+const operationSQL = `
+SELECT ` + operationColumns + `
+FROM idempotency_keys k
+WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`
+
+// operationManySQL reads the keys of a group of operations at once; n is
+// the read's place in the group, from 1. Each key is looked up by its
+// primary key, as in peekManySQL.
+const operationManySQL = `
+SELECT g.n, ` + operationColumns + `
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(client_id, key, n)
+CROSS JOIN LATERAL (
+    SELECT * FROM idempotency_keys k1
+    WHERE k1.client_id = g.client_id AND k1.key = g.key AND (k1.expires_at IS NULL OR k1.expires_at > now())
+    LIMIT 1
+) k`
 
 // Operation returns the client's key, or ErrNotFound when the client has no
 // such key (another client's key included) or its retention has passed.
+// With GroupClaims, concurrent reads (polls, and the looks of requests
+// that wait for their keys, woken together when their keys finish or the
+// listening connection comes back) are read together, in one statement a
+// group, at most GroupOpts.MaxInFlight statements at a time.
 func (s *Store) Operation(ctx context.Context, clientID, key string) (*Operation, error) {
-	op := Operation{Key: key}
+	if s.ops == nil {
+		op := Operation{Key: key}
+		err := scanOperation(s.db.QueryRow(ctx, operationSQL, clientID, key), &op)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		if err != nil {
+			return nil, fmt.Errorf("operation: %w", err)
+		}
+		return &op, nil
+	}
+	p := &pendingOperation{clientID: clientID, key: key, done: make(chan struct{})}
+	s.ops.add(p)
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("operation: %w", ctx.Err())
+	}
+}
+
+// pendingOperation is one read of an operation waiting for its group.
+type pendingOperation struct {
+	clientID, key string
+	res           *Operation
+	err           error
+	done          chan struct{}
+}
+
+// operationGroup reads a group of operations in one statement.
+func (s *Store) operationGroup(group []*pendingOperation) {
+	defer func() {
+		for _, p := range group {
+			close(p.done)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), s.group.opts.Timeout)
+	defer cancel()
+	clients, keys := make([]string, len(group)), make([]string, len(group))
+	for i, p := range group {
+		clients[i], keys[i] = p.clientID, p.key
+	}
+	rows, err := s.pool.Query(ctx, operationManySQL, clients, keys)
+	if err == nil {
+		for rows.Next() {
+			var (
+				n  int
+				op Operation
+			)
+			if err = scanOperation(rows, &op, &n); err != nil {
+				break
+			}
+			if n >= 1 && n <= len(group) {
+				op.Key = group[n-1].key
+				group[n-1].res = &op
+			}
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	for _, p := range group {
+		switch {
+		case err != nil:
+			p.res, p.err = nil, fmt.Errorf("operation: %w", err)
+		case p.res == nil:
+			p.err = ErrNotFound
+		}
+	}
+}
+
+// scanOperation scans a row of operationColumns, after the columns first
+// (the place in a group), into op.
+func scanOperation(row pgx.Row, op *Operation, first ...any) error {
 	var (
 		status *int16
 		body   []byte
 	)
-	err := s.db.QueryRow(ctx, `
-SELECT state, lead_id, created_at, updated_at, expires_at, response_status, response_body,
-       coalesce(supersedes, ''), coalesce(superseded_by, '')
-FROM idempotency_keys
-WHERE client_id = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > now())`,
-		clientID, key).Scan(&op.State, &op.LeadID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &status, &body,
-		&op.Supersedes, &op.SupersededBy)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("operation: %w", err)
+	dest := append(first, &op.State, &op.LeadID, &op.CreatedAt, &op.UpdatedAt, &op.ExpiresAt, &status, &body,
+		&op.Supersedes, &op.SupersededBy, &op.Publishable)
+	if err := row.Scan(dest...); err != nil {
+		return err
 	}
 	if status != nil {
 		op.Response = &response.Final{Status: int(*status), Body: body}
 	}
-	return &op, nil
+	return nil
 }
 
 // Peeked is a key as a read outside any transaction found it: enough to
 // answer a retry that cannot change it.
 type Peeked struct {
-	Key         lead.Key
-	LeadID      uuid.UUID
+	Key    lead.Key
+	LeadID uuid.UUID
+	// Fingerprint is the request's fingerprint as the key keeps it, and
+	// RawHash the hash of its bytes as they arrived (nil for keys claimed
+	// before it was kept): keyed, or plain for a key whose PlainHashes
+	// the worker has not keyed yet. Compare them with
+	// lead.RequestHash.Matches.
 	Fingerprint []byte
-	// RawHash is the request's as it arrived (nil for keys claimed
-	// before it was kept).
-	RawHash []byte
+	RawHash     []byte
+	PlainHashes bool
 	// Response is the final response of a finished key.
 	Response response.Final
+	// Publishable: the key was claimed through a publishable key (see
+	// ClaimParams.Publishable).
+	Publishable bool
 }
 
 // Answer is what a retry with the same request gets from the key, when a
@@ -619,7 +743,7 @@ func (p *Peeked) Answer() (*ClaimResult, bool) {
 }
 
 // peekColumns are what Peek reads of a key k.
-const peekColumns = keyColumns + `, k.lead_id, k.fingerprint, k.raw_hash, k.response_status, k.response_body`
+const peekColumns = keyColumns + `, k.lead_id, k.fingerprint_hmac, k.raw_hmac, k.plain_hashes, k.response_status, k.response_body, k.publishable`
 
 const peekSQL = `
 SELECT ` + peekColumns + `
@@ -728,7 +852,7 @@ func scanPeeked(row pgx.Row, p *Peeked, first ...any) error {
 		body   []byte
 	)
 	dest := append(first, scanKey(&p.Key)...)
-	if err := row.Scan(append(dest, &p.LeadID, &p.Fingerprint, &p.RawHash, &status, &body)...); err != nil {
+	if err := row.Scan(append(dest, &p.LeadID, &p.Fingerprint, &p.RawHash, &p.PlainHashes, &status, &body, &p.Publishable)...); err != nil {
 		return err
 	}
 	if status != nil {

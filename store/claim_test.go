@@ -28,7 +28,8 @@ func claimParams(t testing.TB, body string) *store.ClaimParams {
 		t.Fatal(err)
 	}
 	key := testkit.NewKey()
-	return &store.ClaimParams{ClientID: "a", Key: key, ExternalRef: "ref-" + key, Payload: payload}
+	return &store.ClaimParams{ClientID: "a", Key: key, ExternalRef: "ref-" + key, Payload: payload,
+		Fingerprint: hashKey.Request(payload.Fingerprint[:])}
 }
 
 func claim(t testing.TB, s *store.Store, p *store.ClaimParams) *store.ClaimResult {
@@ -93,7 +94,8 @@ func TestClaim(t *testing.T) {
 		p := claimParams(t, validBody)
 		claim(t, s, p)
 		other := *p
-		other.Payload = claimParams(t, `{"email":"eve@example.com","source":"website"}`).Payload
+		eve := claimParams(t, `{"email":"eve@example.com","source":"website"}`)
+		other.Payload, other.Fingerprint = eve.Payload, eve.Fingerprint
 		if res := claim(t, s, &other); res.Outcome != store.OutcomeMismatch {
 			t.Fatalf("other body: %+v", res)
 		}

@@ -31,8 +31,9 @@ type GroupOpts struct {
 // starts as soon as a connection slot is free, with the claims that arrived
 // meanwhile. A key the group finds taken, an amendment, and every claim of
 // a group that failed go the single way (Claim's own transaction), so that
-// one bad request never fails another. Concurrent peeks (Peek) are read
-// together the same way, in one statement. It needs a store on a pool, and
+// one bad request never fails another. Concurrent peeks (Peek) and reads
+// of operations (Operation) are read together the same way, in one
+// statement a group. It needs a store on a pool, and
 // is set once, before the store is used.
 func (s *Store) GroupClaims(o GroupOpts) error {
 	if s.pool == nil {
@@ -45,6 +46,7 @@ func (s *Store) GroupClaims(o GroupOpts) error {
 	g.batches = batcher[*groupedClaim]{maxBatch: o.MaxGroup, maxInFlight: o.MaxInFlight, run: g.commitGroup}
 	s.group = g
 	s.peeks = &batcher[*pendingPeek]{maxBatch: o.MaxGroup, maxInFlight: o.MaxInFlight, run: s.peekGroup}
+	s.ops = &batcher[*pendingOperation]{maxBatch: o.MaxGroup, maxInFlight: o.MaxInFlight, run: s.operationGroup}
 	return nil
 }
 

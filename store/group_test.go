@@ -1,11 +1,17 @@
 package store_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/lead"
@@ -53,7 +59,7 @@ func TestGroupClaims(t *testing.T) {
 		for range 50 {
 			p := claimParams(t, validBody)
 			p.EmailHMAC = hashKey.Email("ada@example.com")
-			p.RawHash = lead.RawHash([]byte(validBody), "")
+			p.RawHash = hashKey.Request(lead.RawHash([]byte(validBody), ""))
 			ps = append(ps, p)
 		}
 		// Twins: the same key and body, twice more.
@@ -98,7 +104,7 @@ func TestGroupClaims(t *testing.T) {
 		}
 		// The raw hash is kept with the key.
 		got, err := s.Peek(t.Context(), "a", ps[3].Key)
-		if err != nil || string(got.RawHash) != string(ps[3].RawHash) {
+		if err != nil || string(got.RawHash) != string(ps[3].RawHash.MAC) {
 			t.Errorf("peek: %+v %v", got, err)
 		}
 	})
@@ -147,7 +153,7 @@ func TestGroupClaims(t *testing.T) {
 		var ps []*store.ClaimParams
 		for range 20 {
 			p := claimParams(t, validBody)
-			p.RawHash = lead.RawHash([]byte(validBody), "")
+			p.RawHash = hashKey.Request(lead.RawHash([]byte(validBody), ""))
 			ps = append(ps, p)
 		}
 		claimed := claimAll(t, s, ps)
@@ -156,7 +162,7 @@ func TestGroupClaims(t *testing.T) {
 			wg.Go(func() {
 				got, err := s.Peek(t.Context(), "a", p.Key)
 				if err != nil || got.LeadID != claimed[i].LeadID || got.Key.State != lead.KeyProcessing ||
-					string(got.Fingerprint) != string(p.Payload.Fingerprint[:]) || string(got.RawHash) != string(p.RawHash) {
+					string(got.Fingerprint) != string(p.Fingerprint.MAC) || string(got.RawHash) != string(p.RawHash.MAC) || got.PlainHashes {
 					t.Errorf("peek of claimed key %d: %+v %v", i, got, err)
 				}
 			})
@@ -176,4 +182,90 @@ func TestGroupClaims(t *testing.T) {
 			t.Error("group commit on a transaction was accepted")
 		}
 	})
+}
+
+// statementCounter counts the statements a pool sends that read keys as
+// an operation.
+type statementCounter struct{ n atomic.Int64 }
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "superseded_by") && strings.Contains(d.SQL, "response_status") && !strings.Contains(d.SQL, "UPDATE") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// Concurrent reads of operations (the polls, and the looks of the requests
+// that wait for their keys) are read together, in one statement each
+// group, as peeks are: the requests woken together by their finishes do
+// not take a connection each.
+func TestOperationsReadTogether(t *testing.T) {
+	t.Parallel()
+	url, direct := dbtest.New(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &statementCounter{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	s, _ := newStore(t, pool)
+	if err := s.GroupClaims(store.GroupOpts{MaxGroup: 64, MaxInFlight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	ps := make([]*store.ClaimParams, n)
+	leads := make([]uuid.UUID, n)
+	for i := range ps {
+		ps[i] = claimParams(t, validBody)
+		leads[i] = claim(t, s, ps[i]).LeadID
+	}
+
+	// The table locked: the first read waits, and the others gather
+	// behind it.
+	ctx := t.Context()
+	lock, err := direct.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(ctx) }()
+	if _, err := lock.Exec(ctx, "LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	before := counter.n.Load()
+	var (
+		wg      sync.WaitGroup
+		started atomic.Int64
+	)
+	for i, p := range ps {
+		wg.Go(func() {
+			started.Add(1)
+			op, err := s.Operation(ctx, "a", p.Key)
+			if err != nil || op.LeadID != leads[i] || op.State != lead.KeyProcessing || op.Key != p.Key {
+				t.Errorf("operation %d: %+v %v", i, op, err)
+			}
+		})
+	}
+	wg.Go(func() {
+		if _, err := s.Operation(ctx, "b", ps[0].Key); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("another client's key: %v, want ErrNotFound", err)
+		}
+	})
+	for started.Load() < n {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if got := counter.n.Load() - before; got > n/4 {
+		t.Errorf("%d concurrent reads of operations took %d statements, want them read together", n+1, got)
+	}
 }

@@ -54,10 +54,11 @@ type Store struct {
 	pool *pgxpool.Pool
 	// migrated is set once Ready found every migration applied.
 	migrated atomic.Bool
-	// group commits claims of new keys together, and peeks reads keys
-	// together (GroupClaims); nil for none.
+	// group commits claims of new keys together, and peeks and ops read
+	// keys together (GroupClaims); nil for none.
 	group *claimGroup
 	peeks *batcher[*pendingPeek]
+	ops   *batcher[*pendingOperation]
 	// announcer sends the announcements of finished keys (announce); nil
 	// on a transaction.
 	announcer *batcher[uuid.UUID]

@@ -195,7 +195,7 @@ func prefillFinished(ctx context.Context, dbURL string, n int, fingerprint [32]b
 	defer conn.Close(context.WithoutCancel(ctx))
 	for _, q := range []string{
 		`TRUNCATE idempotency_keys, leads, river_job`,
-		`INSERT INTO idempotency_keys (client_id, key, fingerprint, state, lead_id, response_status,
+		`INSERT INTO idempotency_keys (client_id, key, fingerprint_hmac, state, lead_id, response_status,
             response_body, finished_at, expires_at)
          SELECT 'bench', 'fin-' || g, $1, 'completed', gen_random_uuid(), 201,
             json_build_object('status', 'completed', 'lead_id', gen_random_uuid(),

@@ -64,7 +64,7 @@ func seedKey(prefix string, n int) string {
 // would be.
 const seedSQL = `
 WITH t AS (
-    SELECT k.fingerprint, k.raw_hash, k.response_status, k.response_body::text AS body,
+    SELECT k.fingerprint_hmac, k.raw_hmac, k.response_status, k.response_body::text AS body,
            k.lead_id::text AS tmpl_lead, l.crm_id AS tmpl_crm, l.submission, l.enrichment_outcome,
            l.enrichment, l.enrichment_failures, l.score, l.tier, l.crm_state, l.crm_not_updated,
            l.notify_outcome, l.notify_failures, l.warnings, l.run, l.finished_at - l.created_at AS took
@@ -81,9 +81,9 @@ WITH t AS (
         FROM generate_series($4::bigint, $5::bigint) n
     ) s, t
 ), k AS (
-    INSERT INTO idempotency_keys (client_id, key, fingerprint, raw_hash, state, lead_id, response_status, response_body,
+    INSERT INTO idempotency_keys (client_id, key, fingerprint_hmac, raw_hmac, state, lead_id, response_status, response_body,
         created_at, updated_at, finished_at, expires_at)
-    SELECT $1, g.key, t.fingerprint, t.raw_hash, 'completed', g.lead_id, t.response_status,
+    SELECT $1, g.key, t.fingerprint_hmac, t.raw_hmac, 'completed', g.lead_id, t.response_status,
            replace(replace(t.body, '"' || t.tmpl_lead || '"', '"' || g.lead_id || '"'),
                    '"' || t.tmpl_crm || '"', '"' || g.crm_id || '"')::json,
            g.finished_at - t.took, g.finished_at, g.finished_at, g.finished_at + $8::interval
@@ -175,7 +175,7 @@ func (s *seeder) check(ctx context.Context, kind seedKind, n int) error {
 	var sameRequest bool
 	err := s.conn.QueryRow(ctx, `
 SELECT l.id, l.external_ref, l.crm_id, l.email_hmac, k.response_body, l.created_at, k.finished_at, k.expires_at, now(),
-       k.fingerprint = t.fingerprint AND k.raw_hash IS NOT DISTINCT FROM t.raw_hash
+       k.fingerprint_hmac = t.fingerprint_hmac AND k.raw_hmac IS NOT DISTINCT FROM t.raw_hmac
 FROM idempotency_keys k
 JOIN leads l ON l.id = k.lead_id AND l.client_id = k.client_id AND l.idempotency_key = k.key
 JOIN idempotency_keys t ON t.client_id = k.client_id AND t.key = $3

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,7 +22,26 @@ type chaosStats struct {
 	dbCuts        int
 	dbBlackholes  int
 	dbOutage      time.Duration
+	// dbDown are the api's database outages, for the record of waits.
+	dbDown        []window
 	downstreamMix []string // the chaos rounds, for the record
+	outages       []*outage
+}
+
+// window is a span of time.
+type window struct{ from, to time.Time }
+
+// dbDownDuring reports whether the api's database was cut or blackholed
+// at some moment of [from, to].
+func (s *chaosStats) dbDownDuring(from, to time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.dbDown {
+		if !w.to.Before(from) && !w.from.After(to) {
+			return true
+		}
+	}
+	return false
 }
 
 // chaos runs the three kinds of chaos until ctx is done, then stops them:
@@ -103,6 +123,7 @@ func (p *phase) cutDatabase(ctx context.Context, s *stack, rng *rand.Rand) {
 		sleep(ctx, d)
 		s.proxy.Restore()
 		p.stats.mu.Lock()
+		p.stats.dbDown = append(p.stats.dbDown, window{start, time.Now()})
 		if blackhole {
 			p.stats.dbBlackholes++
 		} else {
@@ -120,17 +141,23 @@ var failStatuses = []int{503, 503, 500, 502, 429, 408, 400}
 
 // breakDownstream gives every target a random mix of failures, hangs and
 // drops, changed every few seconds, until ctx is done; then turns it off.
+// While an outage holds (p.quiet), the CRM and the notification service
+// are left to it.
 func (p *phase) breakDownstream(ctx context.Context, s *stack, rng *rand.Rand) {
 	defer func() {
+		p.chaosMu.Lock()
+		defer p.chaosMu.Unlock()
 		for _, target := range fake.Targets() {
 			_ = s.fake.SetChaos(target, fake.Chaos{})
 		}
 	}()
 	for round := 0; ; round++ {
+		p.chaosMu.Lock()
+		quiet := p.quiet
 		// Every fourth round is a storm on the CRM: most calls fail, so
 		// that leads run out of attempts (with a low -attempts) and create
 		// mode's look-ups cannot settle.
-		storm := round%4 == 2
+		storm := round%4 == 2 && !quiet
 		var mix []string
 		for _, target := range fake.Targets() {
 			c := fake.Chaos{
@@ -147,6 +174,13 @@ func (p *phase) breakDownstream(ctx context.Context, s *stack, rng *rand.Rand) {
 					c.FailStatus = 503
 				}
 			}
+			if c.FailStatus == 400 && target == fake.Callback {
+				// A receiver's 400 refuses the callback for good: its
+				// delivery is given up at once, as the contract says. This
+				// receiver refuses nothing for good, so that every finish
+				// must reach it.
+				c.FailStatus = 503
+			}
 			if c.FailStatus == 400 && !storm {
 				// Refusals for good stay rare: they end the lead.
 				c.FailRate = 0.02
@@ -157,11 +191,16 @@ func (p *phase) breakDownstream(ctx context.Context, s *stack, rng *rand.Rand) {
 			if (c.FailStatus == 503 || c.FailStatus == 429) && rng.IntN(3) == 0 {
 				c.RetryAfter = "1"
 			}
+			if quiet && slices.Contains(quietTargets, target) {
+				mix = append(mix, fmt.Sprintf("%s:outage", target))
+				continue
+			}
 			if err := s.fake.SetChaos(target, c); err != nil {
 				panic(err) // the rates above are valid
 			}
 			mix = append(mix, fmt.Sprintf("%s:%d", target, c.FailStatus))
 		}
+		p.chaosMu.Unlock()
 		if storm {
 			mix = append(mix, "storm")
 			p.out.f("  chaos: a storm on the CRM for 10s")

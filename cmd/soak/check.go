@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
 )
@@ -21,8 +20,11 @@ type checker struct {
 	l      *load
 	faults *faultLog
 
-	drains        []string // how each drain went
-	rows          map[string]*keyRow
+	drains []string // how each drain went
+	rows   map[string]*keyRow
+	// firstRows are the keys as the first drain left them, before the
+	// soak's own re-opening retries.
+	firstRows     map[string]*keyRow
 	reopened      int
 	unsettled     int // keys left in needs_reconciliation
 	redelivered   int
@@ -31,6 +33,14 @@ type checker struct {
 	deliveries    int
 	// workerEvents counts the workers' log events of leads' ends.
 	workerEvents map[string]int
+	// What the new checks counted, for the report.
+	chains, chainsInCRM                        int
+	callbackRows, callbackMsgs, callbackTries  int
+	erased, erasedFinished, erasedUnfinished   int
+	erasedEarlyCalls, erasedLateCalls          int
+	erasedGraceCalls                           int
+	waitsUnfinished, waitsFinal, waitsDuringDB int
+	pageAnswers                                int
 }
 
 // keyRow is a key as the database holds it.
@@ -40,6 +50,10 @@ type keyRow struct {
 	status      int
 	body        []byte
 	failureCode response.Code
+	finishedAt  *time.Time
+	superseded  bool
+	erased      bool
+	externalRef string
 }
 
 // drain waits until no key is processing or awaiting reconciliation, or
@@ -49,22 +63,23 @@ func (c *checker) drain(ctx context.Context, why string) {
 	deadline := start.Add(c.p.drainFor)
 	lastPrint := start
 	for {
-		var processing, reconciling int
+		var processing, reconciling, callbacks int
 		err := c.s.pool.QueryRow(ctx, `
-SELECT count(*) FILTER (WHERE state = 'processing'), count(*) FILTER (WHERE state = 'needs_reconciliation')
-FROM idempotency_keys`).Scan(&processing, &reconciling)
-		if err == nil && processing == 0 && reconciling == 0 {
+SELECT count(*) FILTER (WHERE state = 'processing'), count(*) FILTER (WHERE state = 'needs_reconciliation'),
+       (SELECT count(*) FROM callbacks WHERE delivered_at IS NULL AND given_up_at IS NULL)
+FROM idempotency_keys`).Scan(&processing, &reconciling, &callbacks)
+		if err == nil && processing == 0 && reconciling == 0 && callbacks == 0 {
 			c.drains = append(c.drains, fmt.Sprintf("%s: drained in %s", why, time.Since(start).Round(100*time.Millisecond)))
 			return
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			c.drains = append(c.drains, fmt.Sprintf("%s: NOT drained within %s: %d processing, %d needs_reconciliation (err %v)",
-				why, c.p.drainFor, processing, reconciling, err))
+			c.drains = append(c.drains, fmt.Sprintf("%s: NOT drained within %s: %d processing, %d needs_reconciliation, %d callbacks owed (err %v)",
+				why, c.p.drainFor, processing, reconciling, callbacks, err))
 			return
 		}
 		if time.Since(lastPrint) >= progressEvery {
 			lastPrint = time.Now()
-			c.p.out.f("  draining %s: %d processing, %d needs_reconciliation", time.Since(start).Round(time.Second), processing, reconciling)
+			c.p.out.f("  draining %s: %d processing, %d needs_reconciliation, %d callbacks owed", time.Since(start).Round(time.Second), processing, reconciling, callbacks)
 		}
 		sleep(ctx, drainPollPeriod)
 	}
@@ -73,8 +88,9 @@ FROM idempotency_keys`).Scan(&processing, &reconciling)
 // loadRows reads every key.
 func (c *checker) loadRows(ctx context.Context) error {
 	rows, err := c.s.pool.Query(ctx, `
-SELECT client_id, key, state, lead_id::text, coalesce(response_status, 0), response_body, coalesce(failure_code, '')
-FROM idempotency_keys`)
+SELECT k.client_id, k.key, k.state, k.lead_id::text, coalesce(k.response_status, 0), k.response_body, coalesce(k.failure_code, ''),
+       k.finished_at, k.superseded_by IS NOT NULL, coalesce(l.erased_at IS NOT NULL, false), coalesce(l.external_ref, '')
+FROM idempotency_keys k LEFT JOIN leads l ON l.id = k.lead_id`)
 	if err != nil {
 		return err
 	}
@@ -84,7 +100,8 @@ FROM idempotency_keys`)
 		var client, key string
 		r := &keyRow{}
 		var status int16
-		if err := rows.Scan(&client, &key, &r.state, &r.leadID, &status, &r.body, &r.failureCode); err != nil {
+		if err := rows.Scan(&client, &key, &r.state, &r.leadID, &status, &r.body, &r.failureCode,
+			&r.finishedAt, &r.superseded, &r.erased, &r.externalRef); err != nil {
 			return err
 		}
 		r.status = int(status)
@@ -104,13 +121,17 @@ func (c *checker) check(ctx context.Context) {
 	// The last word on every accepted key: replayed byte for byte, or, for
 	// a key that failed for want of the downstream, re-opened by its retry
 	// and then finished.
+	c.firstRows = c.rows
+	c.checkOutages()
 	var reopen []*submission
 	for _, sub := range subs {
 		row := c.rows[sub.id()]
 		if !sub.accepted || row == nil {
 			continue
 		}
-		if row.state == lead.KeyFailed && row.failureCode == response.CodeDownstreamUnavailable {
+		// A superseded or erased key is never re-opened: its retry is a
+		// replay, checked below.
+		if row.state == lead.KeyFailed && row.failureCode == response.CodeDownstreamUnavailable && !row.superseded && !row.erased {
 			a := c.postFinal(ctx, sub)
 			if a.status != http.StatusAccepted || a.replayed != "false" || a.leadID != row.leadID {
 				p.violate(invReplay, "%s: the retry of a downstream_unavailable key got %d replayed=%q %s", sub.id(), a.status, a.replayed, a.body)
@@ -140,14 +161,18 @@ func (c *checker) check(ctx context.Context) {
 	}
 	c.checkLeads(ctx)
 	c.checkDownstream(subs)
+	c.checkAmendments(subs)
+	c.checkCallbacks(ctx)
+	c.checkErasures(ctx, subs)
+	c.checkWaits(subs)
 }
 
 // postFinal re-POSTs a submission's own payload until an answer other than
 // a 503 comes back, and records it.
 func (c *checker) postFinal(ctx context.Context, sub *submission) answer {
 	for range 60 {
-		a, err := c.l.post(sub, sub.lead.encode(nil), false, nil)
-		if err == nil && a.status != http.StatusServiceUnavailable {
+		a, err := c.l.post(sub, sub.lead.encode(nil), false, 0, nil)
+		if err == nil && a.status != http.StatusServiceUnavailable && a.status != http.StatusTooManyRequests {
 			a.afterDrain = true
 			sub.record(a, false)
 			return a
@@ -180,23 +205,22 @@ func (c *checker) checkSubmission(ctx context.Context, sub *submission) {
 	final := c.postFinal(ctx, sub)
 	switch row.state {
 	case lead.KeyCompleted, lead.KeyFailed:
-		if final.status != row.status || !bytes.Equal(final.body, row.body) || final.replayed != "true" {
+		if final.status != row.status || !sameFinal(sub, final.body, row.body) || final.replayed != "true" {
 			p.violate(invReplay, "%s: replay %d replayed=%q %s; stored %d %s", sub.id(), final.status, final.replayed, final.body, row.status, row.body)
+		}
+		if sub.page {
+			c.pageAnswers++
+			c.l.checkProjected(sub, "the replay after the drain", final.body)
 		}
 	case lead.KeyNeedsReconciliation:
 		if final.status != http.StatusAccepted || final.replayed != "true" || !bytes.Contains(final.body, []byte(`"status":"needs_reconciliation"`)) {
 			p.violate(invReplay, "%s: replay of a key awaiting reconciliation: %d %s", sub.id(), final.status, final.body)
 		}
 	}
-	status, body, err := c.l.get(sub)
-	var op struct {
-		State    string `json:"state"`
-		LeadID   string `json:"lead_id"`
-		Response *struct {
-			Status int             `json:"status"`
-			Body   json.RawMessage `json:"body"`
-		} `json:"response"`
-	}
+	g, err := c.l.get(sub, 0)
+	status, body := g.status, g.body
+	c.l.checkPage(sub, g)
+	var op operation
 	switch {
 	case err != nil || status != http.StatusOK:
 		p.violate(invLost, "%s: GET operation after the drain: %d %s %v", sub.id(), status, body, err)
@@ -235,11 +259,11 @@ func (c *checker) checkSubmission(ctx context.Context, sub *submission) {
 		}
 		switch a.status {
 		case http.StatusCreated, http.StatusUnprocessableEntity:
-			if a.status != row.status || !bytes.Equal(a.body, row.body) {
+			if a.status != row.status || !sameFinal(sub, a.body, row.body) {
 				p.violate(invReplay, "%s: a %d during the run %s; stored %d %s", sub.id(), a.status, a.body, row.status, row.body)
 			}
 		case http.StatusBadGateway:
-			if a.status == row.status && bytes.Equal(a.body, row.body) {
+			if a.status == row.status && sameFinal(sub, a.body, row.body) {
 				continue
 			}
 			if !reopenedAfter(a, answers, blind) {
@@ -300,29 +324,33 @@ GROUP BY 1, 2`)
 func (c *checker) checkDownstream(subs []*submission) {
 	p := c.p
 	st := c.s.fake.State()
-	refs := map[string]string{} // external_ref -> submission id
+	refs := map[string]string{} // external_ref -> the chain's first submission's id
+	chained := map[string]bool{}
+	notifyKeys := map[string]bool{}
 	for _, sub := range subs {
-		refs[intake.ExternalRef(sub.client, sub.key)] = sub.id()
+		refs[chainRef(sub)] = sub.chainRoot().id()
+		notifyKeys[notifyKey(sub)] = true
+		if sub.depth > 0 {
+			chained[chainRef(sub)] = true
+		}
 	}
 	for ref, rec := range st.CRM {
 		id, ok := refs[ref]
 		switch {
 		case !ok:
 			p.violate(invOneCRM, "a CRM record under %s, which is no key's", ref)
+		case rec.Records != 1 && chained[ref]:
+			p.violate(invAmendCRM, "the chain of %s: %d CRM records %v", id, rec.Records, rec.IDs)
 		case rec.Records != 1:
 			p.violate(invOneCRM, "%s: %d CRM records %v", id, rec.Records, rec.IDs)
 		}
 	}
-	if st.Totals.DuplicateRefs != 0 {
-		p.violate(invOneCRM, "%d references with more than one CRM record", st.Totals.DuplicateRefs)
-	}
-
 	for key, n := range st.Notifications {
-		ref, ok := strings.CutSuffix(key, ":notify")
-		if _, known := refs[ref]; !ok || !known {
+		if !notifyKeys[key] {
 			p.violate(invOneNotify, "a notification under %q, which is no key's", key)
 			continue
 		}
+		ref, _, _ := strings.Cut(key, ":notify")
 		c.deliveries += n.Deliveries
 		if n.Deliveries > 1 {
 			c.redelivered++
@@ -338,7 +366,7 @@ func (c *checker) checkDownstream(subs []*submission) {
 		if row == nil || row.state != lead.KeyCompleted {
 			continue
 		}
-		ref := intake.ExternalRef(sub.client, sub.key)
+		ref := chainRef(sub)
 		var body struct {
 			CRMID    string `json:"crm_id"`
 			Notified bool   `json:"notified"`
@@ -347,12 +375,16 @@ func (c *checker) checkDownstream(subs []*submission) {
 			p.violate(invWellFormed, "%s: stored body %s", sub.id(), row.body)
 			continue
 		}
+		inv := invOneCRM
+		if chained[ref] {
+			inv = invAmendCRM
+		}
 		rec, ok := st.CRM[ref]
 		if !ok || len(rec.IDs) == 0 || rec.IDs[0] != body.CRMID {
-			p.violate(invOneCRM, "%s: completed with crm_id %q; the CRM holds %+v", sub.id(), body.CRMID, rec)
+			p.violate(inv, "%s: completed with crm_id %q; the CRM holds %+v", sub.id(), body.CRMID, rec)
 		}
-		if _, ok := st.Notifications[ref+":notify"]; body.Notified && !ok {
-			p.violate(invOneNotify, "%s: notified, and the notification service has nothing", sub.id())
+		if _, ok := st.Notifications[notifyKey(sub)]; body.Notified && !ok {
+			p.violate(invOneNotify, "%s: notified, and the notification service has nothing under %s", sub.id(), notifyKey(sub))
 		}
 	}
 }

@@ -24,12 +24,18 @@ const (
 	sharePoll        = 0.20 // polled with GET /v1/operations
 	shareSharedKey   = 0.05 // the other tenant uses the same key
 	shareDropRequest = 0.10 // each request: the client gives up mid-request
+	sharePage        = 0.12 // sent by a web page, with the publishable key
+	shareWaitPost    = 0.15 // each POST: with Prefer: wait
+	shareWaitPoll    = 0.50 // each poll: with Prefer: wait
+	shareAmend       = 0.10 // amended under a new key (Supersedes)
+	shareAmendAgain  = 0.30 // an amendment amended in turn
 )
 
 // loadStats counts what the clients did and saw.
 type loadStats struct {
 	submissions, requests, retries, duplicates, dropped, changed, polls atomic.Int64
 	sharedKeys, unavailable, transportErrors, throttled                 atomic.Int64
+	pages, amendments, waitPosts, waitPolls, rateLimited, erasures      atomic.Int64
 
 	mu       sync.Mutex
 	byStatus map[int]int
@@ -54,6 +60,29 @@ type answer struct {
 	received time.Time
 	// afterDrain marks the checks' own requests, after the chaos.
 	afterDrain bool
+	// waited is the wait the api said it applied (Preference-Applied), in
+	// seconds; 0 without Prefer: wait.
+	waited int
+	// allowOrigin is the answer's Access-Control-Allow-Origin.
+	allowOrigin string
+}
+
+// waitAnswer is the answer to a request that asked to wait (POST or GET
+// with Prefer: wait), as the client saw it: what state it said the key was
+// in, and when.
+type waitAnswer struct {
+	method   string
+	status   int
+	state    string // "processing", "needs_reconciliation" or a final state
+	body     []byte // the final response's body, for a final answer
+	waited   int
+	sent     time.Time
+	received time.Time
+}
+
+// unfinished reports whether the answer said the key was not finished.
+func (w waitAnswer) unfinished() bool {
+	return w.state == "processing" || w.state == "needs_reconciliation"
 }
 
 // submission is one logical submission: a client's key and its payload, and
@@ -62,6 +91,14 @@ type submission struct {
 	client string
 	key    string
 	lead   *leadFields
+	// page: sent by a web page, with the publishable key and its origin.
+	page bool
+	// supersedes is the key this one amends (""); root is the first
+	// submission of its amendment chain (itself for none) and depth its
+	// place along it (0 for the first).
+	supersedes string
+	root       *submission
+	depth      int
 
 	mu sync.Mutex
 	// accepted: a 202 or a final response came back.
@@ -72,6 +109,18 @@ type submission struct {
 	blind []answer
 	// polled are the lead ids GET /v1/operations named.
 	polled []string
+	// waits are the answers to its requests with Prefer: wait.
+	waits []waitAnswer
+	// acceptedAt is when its first 202 or final answer arrived.
+	acceptedAt time.Time
+	// amended: an amendment of it was sent. erasing: its email was chosen
+	// for an erasure; the two exclude each other, so that an erasure
+	// touches no amendment chain.
+	amended, erasing bool
+	// erasedAt is when the soak's erasure of its email returned (zero
+	// until then); erasedVia says how ("admin" or "cli").
+	erasedAt  time.Time
+	erasedVia string
 }
 
 func (s *submission) id() string { return s.client + "/" + s.key }
@@ -86,8 +135,31 @@ func (s *submission) record(a answer, blind bool) {
 	s.answers = append(s.answers, a)
 	switch a.status {
 	case http.StatusAccepted, http.StatusCreated, http.StatusUnprocessableEntity, http.StatusBadGateway:
+		if !s.accepted {
+			s.acceptedAt = a.received
+		}
 		s.accepted = true
 	}
+}
+
+// finalSeen reports whether a final answer of the key came back.
+func (s *submission) finalSeen() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.answers {
+		if a.status != http.StatusAccepted {
+			return true
+		}
+	}
+	return false
+}
+
+// chainRoot is the first submission of the submission's amendment chain.
+func (s *submission) chainRoot() *submission {
+	if s.root == nil {
+		return s
+	}
+	return s.root
 }
 
 // leadFields is a lead's members, encoded in any order and spacing.
@@ -133,6 +205,23 @@ func (l *leadFields) changed() *leadFields {
 	c.members[0] = member{"email", "changed-" + l.members[0].value.(string)}
 	return c
 }
+
+// amended returns the lead as the visitor changed it: the same email,
+// another name and message.
+func (l *leadFields) amended(n int64) *leadFields {
+	c := &leadFields{}
+	for _, m := range l.members {
+		if m.name != "name" && m.name != "message" {
+			c.members = append(c.members, m)
+		}
+	}
+	c.members = append(c.members, member{"name", fmt.Sprintf("Lead %d, amended", n)},
+		member{"message", fmt.Sprintf("Changed my mind: amendment %d", n)})
+	return c
+}
+
+// email is the lead's email.
+func (l *leadFields) email() string { return l.members[0].value.(string) }
 
 // encode writes the lead as JSON; with rng, in a shuffled order with white
 // space: the same payload, the same fingerprint.
@@ -218,7 +307,10 @@ loop:
 }
 
 func (l *load) register(client, key string, lead *leadFields) *submission {
-	sub := &submission{client: client, key: key, lead: lead}
+	return l.add(&submission{client: client, key: key, lead: lead})
+}
+
+func (l *load) add(sub *submission) *submission {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.subs = append(l.subs, sub)
@@ -239,7 +331,12 @@ func (l *load) submit(rng *rand.Rand) {
 	n := l.seq.Add(1)
 	key := fmt.Sprintf("soak-%d-%06d-%s", l.p.index, n, randomHex(3))
 	client := clients[rng.IntN(len(clients))]
-	sub := l.register(client, key, newLead(rng, n))
+	page := rng.Float64() < sharePage
+	if page {
+		client = pageClient
+		l.p.load.pages.Add(1)
+	}
+	sub := l.add(&submission{client: client, key: key, lead: newLead(rng, n), page: page})
 
 	copies := 1
 	if rng.Float64() < shareDuplicate {
@@ -260,7 +357,7 @@ func (l *load) submit(rng *rand.Rand) {
 	}
 	wg.Wait()
 
-	if rng.Float64() < shareSharedKey {
+	if rng.Float64() < shareSharedKey && !page {
 		// The other tenant, the same key, its own payload: a submission of
 		// its own.
 		other := clients[(indexOf(clients, client)+1)%len(clients)]
@@ -269,7 +366,7 @@ func (l *load) submit(rng *rand.Rand) {
 		l.sendUntilAnswered(twin, twin.lead.encode(nil), rng, false)
 	}
 	if rng.Float64() < sharePoll {
-		l.poll(sub)
+		l.poll(sub, rng)
 	}
 	if rng.Float64() < shareChanged {
 		sleep(context.Background(), between(rng, 0, 2*time.Second))
@@ -283,15 +380,40 @@ func (l *load) submit(rng *rand.Rand) {
 		}
 		l.sendUntilAnswered(sub, sub.lead.encode(enc), rng, true)
 	}
+	if rng.Float64() < shareAmend {
+		l.amend(sub, n, rng)
+	}
 }
 
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
+// amend sends an amendment of an accepted submission under a new key with
+// Supersedes, as a visitor who changed the enquiry before its outcome was
+// known; now and then the amendment is amended in turn.
+func (l *load) amend(sub *submission, n int64, rng *rand.Rand) {
+	for depth := 1; depth <= 2; depth++ {
+		sub.mu.Lock()
+		ok := sub.accepted && !sub.erasing && !sub.amended
+		sub.amended = ok
+		sub.mu.Unlock()
+		if !ok {
+			return
 		}
+		sleep(context.Background(), between(rng, 0, 2*time.Second))
+		root := sub.chainRoot()
+		key := fmt.Sprintf("soak-%d-%06d-a%d-%s", l.p.index, n, depth, randomHex(3))
+		next := l.add(&submission{
+			client: sub.client, key: key, lead: sub.lead.amended(n*10 + int64(depth)), page: sub.page,
+			supersedes: sub.key, root: root, depth: sub.depth + 1,
+		})
+		l.p.load.amendments.Add(1)
+		l.sendUntilAnswered(next, next.lead.encode(nil), rng, false)
+		if rng.Float64() < sharePoll {
+			l.poll(next, rng)
+		}
+		if rng.Float64() >= shareAmendAgain {
+			return
+		}
+		sub = next
 	}
-	return -1
 }
 
 // deadline is how long a submission keeps trying after the load ended.
@@ -310,7 +432,12 @@ func (l *load) sendUntilAnswered(sub *submission, body string, rng *rand.Rand, r
 			return
 		}
 		drop := rng.Float64() < shareDropRequest
-		a, err := l.post(sub, body, drop, rng)
+		wait := 0
+		if !drop && rng.Float64() < shareWaitPost {
+			wait = 1 + rng.IntN(4)
+			l.p.load.waitPosts.Add(1)
+		}
+		a, err := l.post(sub, body, drop, wait, rng)
 		switch {
 		case err != nil:
 			sub.record(a, true)
@@ -323,15 +450,37 @@ func (l *load) sendUntilAnswered(sub *submission, body string, rng *rand.Rand, r
 				}
 			}
 			sleep(context.Background(), between(rng, 50*time.Millisecond, 500*time.Millisecond))
-		case a.status == http.StatusServiceUnavailable:
+		case a.status == http.StatusServiceUnavailable, a.status == http.StatusTooManyRequests:
+			// Unavailable, or the page past its rate limit: nothing was
+			// stored for a new key; the client tries again.
 			sub.record(a, true)
 			sleep(context.Background(), between(rng, 500*time.Millisecond, 2*time.Second))
 		default:
 			sub.record(a, false)
 			l.checkAnswer(sub, a)
+			if a.waited > 0 {
+				l.recordWait(sub, http.MethodPost, a)
+			}
 			return
 		}
 	}
+}
+
+// recordWait keeps the answer to a POST with Prefer: wait, with the state
+// it told.
+func (l *load) recordWait(sub *submission, method string, a answer) {
+	w := waitAnswer{method: method, status: a.status, waited: a.waited, sent: a.sent, received: a.received}
+	var v struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal(a.body, &v)
+	w.state = v.Status
+	if a.status != http.StatusAccepted {
+		w.body = a.body
+	}
+	sub.mu.Lock()
+	sub.waits = append(sub.waits, w)
+	sub.mu.Unlock()
 }
 
 // sendChanged sends another payload under the key: it must be refused as a
@@ -340,8 +489,8 @@ func (l *load) sendChanged(sub *submission, rng *rand.Rand) {
 	l.p.load.changed.Add(1)
 	body := sub.lead.changed().encode(rng)
 	for range 100 {
-		a, err := l.post(sub, body, false, rng)
-		if err != nil || a.status == http.StatusServiceUnavailable {
+		a, err := l.post(sub, body, false, 0, rng)
+		if err != nil || a.status == http.StatusServiceUnavailable || a.status == http.StatusTooManyRequests {
 			sleep(context.Background(), between(rng, 500*time.Millisecond, 2*time.Second))
 			continue
 		}
@@ -352,8 +501,9 @@ func (l *load) sendChanged(sub *submission, rng *rand.Rand) {
 	}
 }
 
-// poll reads the operation of an accepted submission once.
-func (l *load) poll(sub *submission) {
+// poll reads the operation of an accepted submission once, half the time
+// with Prefer: wait.
+func (l *load) poll(sub *submission, rng *rand.Rand) {
 	sub.mu.Lock()
 	accepted := sub.accepted
 	sub.mu.Unlock()
@@ -361,23 +511,38 @@ func (l *load) poll(sub *submission) {
 		return
 	}
 	l.p.load.polls.Add(1)
-	status, body, err := l.get(sub)
+	wait := 0
+	if rng.Float64() < shareWaitPoll {
+		wait = 1 + rng.IntN(3)
+		l.p.load.waitPolls.Add(1)
+	}
+	g, err := l.get(sub, wait)
 	if err != nil {
 		l.p.load.transportErrors.Add(1)
 		return
 	}
+	status, body := g.status, g.body
 	l.p.load.status(status)
+	l.checkPage(sub, g)
 	switch status {
 	case http.StatusOK:
-		var op struct {
-			LeadID string `json:"lead_id"`
-		}
+		var op operation
 		if err := json.Unmarshal(body, &op); err != nil {
 			l.p.violate("answers are well formed", "%s: GET operation: %s", sub.id(), body)
 			return
 		}
+		if op.Response != nil && sub.page {
+			l.checkProjected(sub, "GET operation", op.Response.Body)
+		}
 		sub.mu.Lock()
 		sub.polled = append(sub.polled, op.LeadID)
+		if g.waited > 0 {
+			w := waitAnswer{method: http.MethodGet, status: status, state: op.State, waited: g.waited, sent: g.sent, received: g.received}
+			if op.Response != nil {
+				w.status, w.body = op.Response.Status, op.Response.Body
+			}
+			sub.waits = append(sub.waits, w)
+		}
 		sub.mu.Unlock()
 	case http.StatusServiceUnavailable:
 	case http.StatusNotFound:
@@ -388,8 +553,9 @@ func (l *load) poll(sub *submission) {
 }
 
 // post sends one POST /v1/leads; drop cancels it after a random short
-// moment, as a client that gives up.
-func (l *load) post(sub *submission, body string, drop bool, rng *rand.Rand) (answer, error) {
+// moment, as a client that gives up; wait > 0 asks to wait that many
+// seconds (Prefer: wait).
+func (l *load) post(sub *submission, body string, drop bool, wait int, rng *rand.Rand) (answer, error) {
 	ctx := context.Background()
 	if drop {
 		var cancel context.CancelFunc
@@ -401,9 +567,15 @@ func (l *load) post(sub *submission, body string, drop bool, rng *rand.Rand) (an
 	if err != nil {
 		panic(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+tokenOf(sub.client))
+	authorize(req, sub)
 	req.Header.Set("Idempotency-Key", sub.key)
 	req.Header.Set("Content-Type", "application/json")
+	if sub.supersedes != "" {
+		req.Header.Set("Supersedes", sub.supersedes)
+	}
+	if wait > 0 {
+		req.Header.Set("Prefer", fmt.Sprintf("wait=%d", wait))
+	}
 	a := answer{sent: time.Now()}
 	l.p.load.requests.Add(1)
 	resp, err := l.client.Do(req)
@@ -419,11 +591,17 @@ func (l *load) post(sub *submission, body string, drop bool, rng *rand.Rand) (an
 	}
 	a.status = resp.StatusCode
 	a.replayed = resp.Header.Get("Idempotent-Replayed")
+	a.allowOrigin = resp.Header.Get("Access-Control-Allow-Origin")
+	a.waited = preferenceApplied(resp.Header)
 	l.p.load.status(a.status)
-	if a.status == http.StatusServiceUnavailable {
-		l.p.load.unavailable.Add(1)
+	if a.status == http.StatusServiceUnavailable || a.status == http.StatusTooManyRequests {
+		if a.status == http.StatusTooManyRequests {
+			l.p.load.rateLimited.Add(1)
+		} else {
+			l.p.load.unavailable.Add(1)
+		}
 		if resp.Header.Get("Retry-After") == "" {
-			l.p.violate("503s carry Retry-After", "%s: 503 without Retry-After", sub.id())
+			l.p.violate("503s carry Retry-After", "%s: %d without Retry-After", sub.id(), a.status)
 		}
 	}
 	var v struct {
@@ -435,37 +613,90 @@ func (l *load) post(sub *submission, body string, drop bool, rng *rand.Rand) (an
 	return a, nil
 }
 
-func (l *load) get(sub *submission) (int, []byte, error) {
+// get reads the submission's operation; wait > 0 asks to wait that many
+// seconds (Prefer: wait). The answer's status and body are those of the
+// GET itself.
+func (l *load) get(sub *submission, wait int) (answer, error) {
 	req, err := http.NewRequest(http.MethodGet, l.s.apiURL+"/v1/operations/"+sub.key, nil)
 	if err != nil {
 		panic(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+tokenOf(sub.client))
+	authorize(req, sub)
+	if wait > 0 {
+		req.Header.Set("Prefer", fmt.Sprintf("wait=%d", wait))
+	}
+	a := answer{sent: time.Now()}
 	resp, err := l.client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return a, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, body, err
+	a.body, err = io.ReadAll(resp.Body)
+	a.received = time.Now()
+	a.status = resp.StatusCode
+	a.allowOrigin = resp.Header.Get("Access-Control-Allow-Origin")
+	a.waited = preferenceApplied(resp.Header)
+	return a, err
+}
+
+// operation is the body of GET /v1/operations/{key}.
+type operation struct {
+	State    string `json:"state"`
+	LeadID   string `json:"lead_id"`
+	Response *struct {
+		Status int             `json:"status"`
+		Body   json.RawMessage `json:"body"`
+	} `json:"response"`
+}
+
+// authorize sets the request's credentials: the client's token, or the
+// page's publishable key with its origin.
+func authorize(req *http.Request, sub *submission) {
+	if sub.page {
+		req.Header.Set("Authorization", "Bearer "+publishableKey)
+		req.Header.Set("Origin", pageOrigin)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+tokenOf(sub.client))
+}
+
+// preferenceApplied is the wait of Preference-Applied, in seconds; 0 when
+// there is none.
+func preferenceApplied(h http.Header) int {
+	v, ok := strings.CutPrefix(h.Get("Preference-Applied"), "wait=")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 // checkAnswer checks what can be checked of an answer at once.
 func (l *load) checkAnswer(sub *submission, a answer) {
+	l.checkPage(sub, a)
+	// A new key that finished while its POST waited is answered with its
+	// final response, and is no replay.
+	finalReplayed := a.replayed == "true" || (a.waited > 0 && a.replayed == "false")
 	switch a.status {
 	case http.StatusAccepted:
 		if a.leadID == "" || a.replayed == "" {
 			l.p.violate("answers are well formed", "%s: 202 %s replayed=%q", sub.id(), a.body, a.replayed)
 		}
 	case http.StatusCreated, http.StatusBadGateway:
-		if a.replayed != "true" || a.leadID == "" {
+		if !finalReplayed || a.leadID == "" {
 			l.p.violate("answers are well formed", "%s: %d %s replayed=%q", sub.id(), a.status, a.body, a.replayed)
 		}
+		if sub.page {
+			l.checkProjected(sub, "POST", a.body)
+		}
 	case http.StatusUnprocessableEntity:
-		// A replayed crm_rejected; this client never sends a changed
-		// payload through here.
-		if a.replayed != "true" || !bytes.Contains(a.body, []byte(`"crm_rejected"`)) {
+		// A crm_rejected, or an erasure's end; this client never sends a
+		// changed payload through here.
+		if !finalReplayed || !(bytes.Contains(a.body, []byte(`"crm_rejected"`)) || bytes.Contains(a.body, []byte(`"code":"erased"`))) {
 			l.p.violate("answers are well formed", "%s: 422 %s replayed=%q", sub.id(), a.body, a.replayed)
+		}
+		if sub.page {
+			l.checkProjected(sub, "POST", a.body)
 		}
 	default:
 		if a.status >= 500 {
@@ -474,4 +705,62 @@ func (l *load) checkAnswer(sub *submission, a answer) {
 			l.p.violate("answers are well formed", "%s: unexpected %d %s", sub.id(), a.status, a.body)
 		}
 	}
+}
+
+// checkPage checks that an answer to a page carries its CORS header.
+func (l *load) checkPage(sub *submission, a answer) {
+	if sub.page && a.status != 0 && a.allowOrigin != pageOrigin {
+		l.p.violate(invProjected, "%s: a %d to the page with Access-Control-Allow-Origin %q", sub.id(), a.status, a.allowOrigin)
+	}
+}
+
+// checkProjected checks that a final response a page sees is projected:
+// its status, lead id and error, nothing of the CRM, the score or the
+// warnings.
+func (l *load) checkProjected(sub *submission, what string, body []byte) {
+	if err := projected(body); err != nil {
+		l.p.violate(invProjected, "%s: %s: %v: %s", sub.id(), what, err, body)
+	}
+}
+
+// projected reports what a page's view of a final response holds that it
+// should not.
+func projected(body []byte) error {
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal(body, &v); err != nil {
+		return fmt.Errorf("not a JSON object")
+	}
+	for name, value := range v {
+		switch name {
+		case "status", "lead_id":
+		case "error":
+			var e map[string]json.RawMessage
+			if err := json.Unmarshal(value, &e); err != nil {
+				return fmt.Errorf("error is not an object")
+			}
+			for n := range e {
+				if n != "code" && n != "message" {
+					return fmt.Errorf("error member %q", n)
+				}
+			}
+		default:
+			return fmt.Errorf("member %q", name)
+		}
+	}
+	if _, ok := v["status"]; !ok {
+		return fmt.Errorf("no status")
+	}
+	if _, ok := v["lead_id"]; !ok {
+		return fmt.Errorf("no lead_id")
+	}
+	return nil
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
 }

@@ -5,24 +5,40 @@
 // It builds the binaries, creates a database of its own on the PostgreSQL
 // server of TEST_DATABASE_URL (else DATABASE_URL, else the local default),
 // migrates it with `api migrate`, serves the fake downstream in this process
-// and starts one api and two workers. Then, for -duration, it sends a steady
-// stream of submissions with random retries, duplicate concurrent sends,
-// dropped client connections, changed payloads and two tenants sharing keys,
-// while it
+// and starts one api and two workers, which read a clients file: two
+// tenants with tokens and callbacks to the fake's receiver, one of them
+// with a publishable key. Then, for -duration, it sends a steady stream of
+// submissions with random retries, duplicate concurrent sends, dropped
+// client connections, changed payloads and two tenants sharing keys; some
+// from a web page (the publishable key and its Origin), some amended under
+// a new key (Supersedes, now and then twice along a chain), some with
+// Prefer: wait on the POST or on a poll of the operation; and every few
+// seconds it erases the email of a lead still in flight (POST
+// /admin/erasures or `api erase`). Meanwhile it
 //
 //   - kills a worker (SIGKILL) at random intervals and restarts it, one at
 //     a time;
 //   - cuts the api's database connection for a few seconds (the api's
 //     DATABASE_URL points at a faultproxy), with Cut or Blackhole;
-//   - makes every downstream target fail (with rotating statuses), hang and
-//     drop answers, before and after applying them (fake.SetChaos).
+//   - makes every downstream target, the callback receiver included, fail
+//     (with rotating statuses), hang and drop answers, before and after
+//     applying them (fake.SetChaos);
+//   - takes the CRM, then the notification service, down for a while
+//     (every call fails), with PROBE_INTERVAL at 1 s: the outages.
 //
 // Then it stops the chaos, waits (bounded) for the system to drain, the
-// reconciler included, and checks the invariants; it prints a summary and
-// exits 1 if any failed. With -crm-mode=both (the default) the duration is
-// split between an upsert phase and a create phase, each on a fresh
-// database and fake downstream (a CRM_MODE switch on live keys is not what
-// the service promises to survive).
+// reconciler and the callbacks included, and checks the invariants; it
+// prints a summary and exits 1 if any failed. Besides the promise above
+// they cover each feature of the mix: one CRM record per amendment chain;
+// every finish announced to its client by its webhook-id; an erased lead
+// holds no personal data and reaches no downstream after its erasure
+// returned; every wait answered with its key's true state; a page sees
+// final responses projected; every lead accepted during an outage
+// completes, in the CRM once and notified once, and the downstream got no
+// more calls than its probes and a small allowance. With -crm-mode=both
+// (the default) the duration is split between an upsert phase and a create
+// phase, each on a fresh database and fake downstream (a CRM_MODE switch
+// on live keys is not what the service promises to survive).
 //
 //	go run ./cmd/soak                    # about 2 minutes of chaos
 //	go run ./cmd/soak -duration=10m -crm-mode=create
@@ -37,6 +53,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -140,9 +157,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for i, mode := range o.crmModes {
 		out.f("")
 		out.f("== phase %d/%d: CRM_MODE=%s", i+1, len(o.crmModes), mode)
+		phaseDir := filepath.Join(dir, mode)
+		if err := os.Mkdir(phaseDir, 0o700); err != nil {
+			return err
+		}
 		p := &phase{
 			name: mode, index: i + 1, crmMode: mode, duration: perPhase, rate: o.rate, attempts: o.attempts, drainFor: o.drain,
-			seed: rng.Uint64(), bins: bins, serverURL: o.databaseURL, keep: o.keep, out: out,
+			seed: rng.Uint64(), bins: bins, serverURL: o.databaseURL, dir: phaseDir, keep: o.keep, out: out,
 		}
 		rep, err := p.run(ctx)
 		if err != nil {

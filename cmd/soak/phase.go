@@ -20,13 +20,20 @@ const (
 	invOneCRM       = "one CRM record per key"
 	invOneNotify    = "at most one notification per key"
 	invNo500        = "no 500s"
-	invRetryAfter   = "503s carry Retry-After"
+	invRetryAfter   = "503s and 429s carry Retry-After"
 	invReplay       = "replays are byte-identical to the stored response"
 	invChanged      = "changed payloads are refused"
 	invNoHang       = "no request hangs"
 	invAnswered     = "every submission got an answer"
 	invWellFormed   = "answers are well formed"
 	invProcesses    = "processes survive the chaos and stop cleanly"
+	invAmendCRM     = "one CRM record per amendment chain"
+	invCallbacks    = "every finish announced, by its webhook-id, to its client"
+	invErased       = "an erased lead holds no personal data and reaches no downstream after its erasure"
+	invWait         = "every wait answered with the key's true state"
+	invProjected    = "publishable-key answers projected"
+	invOutage       = "every lead accepted during an outage completes, in the CRM once and notified once"
+	invProbes       = "calls during an outage bounded by the probes"
 	maxShownPerInv  = 10
 	progressEvery   = 15 * time.Second
 	drainPollPeriod = time.Second
@@ -35,6 +42,7 @@ const (
 var invariants = []string{
 	invFinal, invLost, invOneLead, invLeadID, invOneCRM, invOneNotify, invNo500, invRetryAfter,
 	invReplay, invChanged, invNoHang, invAnswered, invWellFormed, invProcesses,
+	invAmendCRM, invCallbacks, invErased, invWait, invProjected, invOutage, invProbes,
 }
 
 // aliases maps the short names load.go uses to the invariants.
@@ -60,11 +68,17 @@ type phase struct {
 	seed      uint64
 	bins      *system.Binaries
 	serverURL string
+	dir       string
 	keep      bool
 	out       *printer
 
 	load  loadStats
 	stats chaosStats
+
+	// chaosMu orders the downstream chaos and the outages; quiet is set
+	// while an outage holds the CRM and the notification service.
+	chaosMu sync.Mutex
+	quiet   bool
 
 	mu         sync.Mutex
 	violations map[string][]string
@@ -85,7 +99,7 @@ func (p *phase) violate(inv, format string, args ...any) {
 
 func (p *phase) run(ctx context.Context) (*report, error) {
 	faults := newFaultLog()
-	s, err := startStack(ctx, p.bins, p.serverURL, p.crmMode, p.attempts, faults)
+	s, err := startStack(ctx, p.bins, p.dir, p.serverURL, p.crmMode, p.attempts, faults)
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +116,9 @@ func (p *phase) run(ctx context.Context) (*report, error) {
 	var wg sync.WaitGroup
 	chaosRNG := rand.New(rand.NewPCG(rng.Uint64(), 2))
 	wg.Go(func() { p.chaos(loadCtx, s, chaosRNG) })
+	eraseRNG := rand.New(rand.NewPCG(rng.Uint64(), 3))
+	wg.Go(func() { l.erase(loadCtx, eraseRNG) })
+	wg.Go(func() { p.outages(loadCtx, s, l) })
 	progressDone := make(chan struct{})
 	wg.Go(func() { p.progress(progressDone, start) })
 	l.run(loadCtx, rng)

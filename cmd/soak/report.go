@@ -84,6 +84,9 @@ func (c *checker) report(took time.Duration) *report {
 		p.stats.dbCuts+p.stats.dbBlackholes, p.stats.dbCuts, p.stats.dbBlackholes, p.stats.dbOutage.Round(100*time.Millisecond))
 	rounds := len(p.stats.downstreamMix)
 	p.stats.mu.Unlock()
+	for _, l := range c.outageLines() {
+		add("downstream outage    %s", l)
+	}
 	byKind, byTarget, requests := c.faults.snapshot()
 	total := 0
 	for _, kv := range byKind {
@@ -118,6 +121,7 @@ func (c *checker) report(took time.Duration) *report {
 		st.Totals.CRMRecords, len(st.CRM), st.Totals.DuplicateRefs, st.Totals.CRMWrites)
 	add("notifications        %d, %d deliveries; %d delivered more than once (%d after a delivery whose answer was lost,"+
 		" the rest after a worker kill or a lost finishing transaction)", c.notifications, c.deliveries, c.redelivered, c.explained)
+	r.lines = append(r.lines, c.featureLines()...)
 
 	p.mu.Lock()
 	for _, inv := range invariants {

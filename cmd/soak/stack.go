@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/leadintake/leadintake/internal/faultproxy"
 	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/internal/system"
+	"github.com/leadintake/leadintake/webhook"
 )
 
 // The two tenants of the soak; they share some keys.
@@ -28,6 +31,19 @@ const piiHashKey = "PII_HASH_KEY=soak-pii-hash-key-0123456789abcdefghij"
 
 func tokenOf(client string) string { return "soak-token-of-" + client }
 
+// The web page of the soak: soak-a's publishable key, and the one origin
+// listed for it.
+const (
+	pageClient        = "soak-a"
+	publishableKey    = "pk_soak_a_0123456789abcdef"
+	pageOrigin        = "https://www.soak.example"
+	callbackSecret    = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	adminUser         = "soak"
+	adminPassword     = "soak-admin-password"
+	probeInterval     = time.Second
+	workerConcurrency = 20 // WORKER_CONCURRENCY of each worker
+)
+
 // Worker and api settings: short back-off and time-outs so that faults are
 // recovered from within seconds; enough attempts that almost every lead
 // completes; a modest pool per process.
@@ -35,10 +51,17 @@ var (
 	workerEnv = []string{
 		"RETRY_BASE_DELAY=100ms", "RETRY_MAX_DELAY=2s",
 		"JOB_TIMEOUT=5s", "RESCUE_STUCK_AFTER=15s", "DOWNSTREAM_TIMEOUT=1s",
-		"RECONCILE_INTERVAL=2s", "WORKER_CONCURRENCY=20",
+		"RECONCILE_INTERVAL=2s", fmt.Sprintf("WORKER_CONCURRENCY=%d", workerConcurrency),
 		"SHUTDOWN_TIMEOUT=5s",
+		// Outages are probed every second; the CRM's shared rate limit
+		// bites only on the burst of leads that an outage held back.
+		"PROBE_INTERVAL=" + probeInterval.String(), "CRM_RATE_LIMIT=40/s",
 	}
-	apiEnv = []string{"REQUEST_TIMEOUT=3s", "SHUTDOWN_TIMEOUT=10s"}
+	// The page's submissions all come from 127.0.0.1: its limit is set
+	// above the soak's rate, so that a 429 stays the exception the clients
+	// retry, not the rule.
+	apiEnv = []string{"REQUEST_TIMEOUT=3s", "SHUTDOWN_TIMEOUT=10s", "PUBLIC_RATE_LIMIT=1200/m",
+		"ADMIN_USER=" + adminUser, "ADMIN_PASSWORD=" + adminPassword}
 )
 
 // stack is one running leadintake for a phase: its database, the proxy in
@@ -51,16 +74,23 @@ type stack struct {
 	proxy     *faultproxy.Proxy
 	fake      *fake.Server
 	faults    *faultLog
+	calls     *callLog
 	fakeSrv   *http.Server
 	apiURL    string
+	adminURL  string
 	api       *system.Process
 	workers   []*system.Process
+	// clientsFile is the clients file of the api, the workers and `api
+	// erase`; eraseEnv the environment of `api erase`.
+	clientsFile string
+	eraseEnv    []string
+	bins        *system.Binaries
 }
 
 // startStack starts a phase's stack. attempts is JOB_MAX_ATTEMPTS, for the
 // api (which sets it on the jobs it enqueues) and the workers.
-func startStack(ctx context.Context, bins *system.Binaries, serverURL, crmMode string, attempts int, faults *faultLog) (_ *stack, err error) {
-	s := &stack{serverURL: serverURL, faults: faults}
+func startStack(ctx context.Context, bins *system.Binaries, dir, serverURL, crmMode string, attempts int, faults *faultLog) (_ *stack, err error) {
+	s := &stack{serverURL: serverURL, faults: faults, calls: &callLog{}, bins: bins}
 	defer func() {
 		if err != nil {
 			s.stop(false)
@@ -97,23 +127,29 @@ func startStack(ctx context.Context, bins *system.Binaries, serverURL, crmMode s
 
 	// The fake downstream, in this process, so that its state and its
 	// faults can be read directly.
-	s.fake = fake.New(&fake.Options{Logger: faults.logger()})
+	secret, err := webhook.ParseSecret(callbackSecret)
+	if err != nil {
+		return nil, err
+	}
+	s.fake = fake.New(&fake.Options{Logger: faults.logger(), CallbackSecret: secret})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s.fakeSrv = &http.Server{Handler: s.fake, ReadHeaderTimeout: 10 * time.Second}
+	// Every request is noted with its time on its way in, before any
+	// fault: what reached the downstream, and when.
+	s.fakeSrv = &http.Server{Handler: s.calls.wrap(s.fake), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.fakeSrv.Serve(ln) }()
 	fakeURL := "http://" + ln.Addr().String()
 
-	var entries []string
-	for _, c := range clients {
-		sum := sha256.Sum256([]byte(tokenOf(c)))
-		entries = append(entries, c+"="+hex.EncodeToString(sum[:]))
+	s.clientsFile = filepath.Join(dir, "clients.yaml")
+	if err := os.WriteFile(s.clientsFile, []byte(clientsYAML(fakeURL)), 0o600); err != nil {
+		return nil, err
 	}
+	s.eraseEnv = []string{"DATABASE_URL=" + s.dbURL, piiHashKey, "CLIENTS_FILE=" + s.clientsFile}
 	s.api, err = system.Start(bins.Path("api"), append([]string{
 		"DATABASE_URL=" + proxiedURL, "API_ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0", piiHashKey,
-		"API_CLIENTS=" + strings.Join(entries, ","), fmt.Sprintf("JOB_MAX_ATTEMPTS=%d", attempts),
+		"CLIENTS_FILE=" + s.clientsFile, fmt.Sprintf("JOB_MAX_ATTEMPTS=%d", attempts),
 	}, apiEnv...))
 	if err != nil {
 		return nil, err
@@ -125,10 +161,16 @@ func startStack(ctx context.Context, bins *system.Binaries, serverURL, crmMode s
 		return nil, err
 	}
 	s.apiURL = "http://" + addr
+	adminAddr, err := s.api.Addr(actx, "admin_addr")
+	if err != nil {
+		return nil, err
+	}
+	s.adminURL = "http://" + adminAddr
 
 	for range 2 {
 		w, err := system.Start(bins.Path("worker"), append([]string{
 			"DATABASE_URL=" + s.dbURL, "ADMIN_ADDR=127.0.0.1:0", "CRM_MODE=" + crmMode, piiHashKey,
+			"CLIENTS_FILE=" + s.clientsFile,
 			"ENRICHMENT_URL=" + fakeURL + "/enrichment", "CRM_URL=" + fakeURL + "/crm", "NOTIFY_URL=" + fakeURL + "/notify",
 			fmt.Sprintf("JOB_MAX_ATTEMPTS=%d", attempts),
 		}, workerEnv...))
@@ -141,6 +183,23 @@ func startStack(ctx context.Context, bins *system.Binaries, serverURL, crmMode s
 		}
 	}
 	return s, nil
+}
+
+// clientsYAML is the clients file: both tenants with a token and a
+// callback to the fake's receiver (signed with one secret, which the fake
+// verifies), and soak-a with a publishable key for one origin.
+func clientsYAML(fakeURL string) string {
+	var b strings.Builder
+	b.WriteString("clients:\n")
+	for _, c := range clients {
+		sum := sha256.Sum256([]byte(tokenOf(c)))
+		fmt.Fprintf(&b, "  - id: %s\n    tokens_sha256: [%s]\n", c, hex.EncodeToString(sum[:]))
+		if c == pageClient {
+			fmt.Fprintf(&b, "    publishable_keys:\n      - key: %s\n        origins: [%s]\n", publishableKey, pageOrigin)
+		}
+		fmt.Fprintf(&b, "    callback:\n      url: %s/callbacks/%s\n      secret: %s\n", fakeURL, c, callbackSecret)
+	}
+	return b.String()
 }
 
 // stopProcesses stops the api and the workers with SIGTERM and returns what

@@ -197,6 +197,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 		Logger: p.Logger, Metrics: metrics, AwaitRecheck: cfg.ReconcileInterval,
 		Callers: clients, Callbacks: downstream.NewCallbacks(cfg.DownstreamTimeout, dmetrics), CallbackMaxAge: cfg.CallbackMaxAge,
 		Outages: jobs.Outages{ProbeInterval: cfg.ProbeInterval, DeliveryMaxAge: cfg.DeliveryMaxAge, Limits: limits},
+		HashKey: lead.HashKey(cfg.PIIHashKey), // checked by validate
 	}
 	p.Registry.MustRegister(jobs.NewPendingCallbacksCollector(jobsCfg.Store), jobs.NewDownstreamsCollector(jobsCfg.Store))
 	workers := river.NewWorkers()
