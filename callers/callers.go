@@ -41,6 +41,41 @@ type Client struct {
 type PublishableKey struct {
 	Key     string
 	Origins []string
+	// Spam, when not nil, judges the key's submissions (see Spam); nil
+	// judges none.
+	Spam *Spam
+}
+
+// Spam is a publishable key's spam policy: how a new key's submission is
+// judged from the signals its page sent (Form-Signals), and what becomes of
+// one judged spam.
+type Spam struct {
+	// MinSeconds: a form sent sooner after it was shown is spam; 0 turns
+	// the check off. Default DefaultMinSeconds.
+	MinSeconds int
+	// Captcha, when not nil, verifies the page's captcha token.
+	Captcha *Captcha
+	// Action is SpamQuarantine (the default) or SpamRefuse.
+	Action string
+}
+
+// DefaultMinSeconds is Spam.MinSeconds when the clients file does not say.
+const DefaultMinSeconds = 2
+
+// Spam actions.
+const (
+	// SpamQuarantine stores the enquiry and finishes it at once,
+	// quarantined (200 received), for an operator to release or not.
+	SpamQuarantine = "quarantine"
+	// SpamRefuse refuses it (403 spam_refused); nothing is stored.
+	SpamRefuse = "refuse"
+)
+
+// Captcha is a siteverify service (Cloudflare Turnstile, hCaptcha,
+// reCAPTCHA) and the secret the client shares with it.
+type Captcha struct {
+	VerifyURL string
+	Secret    string
 }
 
 // Callback is where a client's finished keys are announced.
@@ -69,6 +104,7 @@ type tokenEntry struct {
 type publishable struct {
 	clientID string
 	origins  map[string]bool
+	spam     *Spam
 }
 
 // NewSet returns the set of clients, checking that they are consistent: no
@@ -92,7 +128,7 @@ func NewSet(clients []*Client) (*Set, error) {
 			if s.publishable[pk.Key] != nil {
 				return nil, fmt.Errorf("client %q: a publishable key is listed twice", c.ID)
 			}
-			p := &publishable{clientID: c.ID, origins: map[string]bool{}}
+			p := &publishable{clientID: c.ID, origins: map[string]bool{}, spam: pk.Spam}
 			for _, o := range pk.Origins {
 				p.origins[o] = true
 				s.origins[o] = true
@@ -157,6 +193,15 @@ func (s *Set) Publishable(key, origin string) (clientID string, originAllowed, o
 		return "", false, false
 	}
 	return p.clientID, p.origins[origin], true
+}
+
+// SpamPolicy returns the spam policy of a publishable key, nil when it has
+// none (or the key is unknown).
+func (s *Set) SpamPolicy(key string) *Spam {
+	if p := s.publishable[key]; p != nil {
+		return p.spam
+	}
+	return nil
 }
 
 // OriginAllowed reports whether some publishable key allows origin.

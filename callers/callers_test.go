@@ -24,6 +24,9 @@ const (
 	callbackSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	webhookSecret  = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
 	publishableKey = "pk_acme_9f2cA81b77e04d11"
+	captchaSecret  = "0x4AAAAAAAcaptcha-secret-do-not-show"
+	otherKey       = "pk_acme_other_1234567890"
+	plainKey       = "pk_acme_plain_1234567890"
 )
 
 var goodFile = `
@@ -33,6 +36,15 @@ clients:
     publishable_keys:
       - key: ` + publishableKey + `
         origins: [https://www.acme.example, "https://Acme.example:8443"]
+        spam:
+          min_seconds: 5
+          captcha: {verify_url: "https://challenges.example/siteverify", secret: ` + captchaSecret + `}
+          action: refuse
+      - key: ` + otherKey + `
+        origins: [https://www.acme.example]
+        spam: {}
+      - key: ` + plainKey + `
+        origins: [https://www.acme.example]
     callback:
       url: https://hooks.acme.example/leadintake
       secret: ` + callbackSecret + `
@@ -65,6 +77,16 @@ func TestParseFile(t *testing.T) {
 	if !set.OriginAllowed("https://www.acme.example") || set.OriginAllowed("https://beta.example") {
 		t.Error("OriginAllowed")
 	}
+	if sp := set.SpamPolicy(publishableKey); sp == nil || sp.MinSeconds != 5 || sp.Action != callers.SpamRefuse ||
+		sp.Captcha == nil || sp.Captcha.Secret != captchaSecret || sp.Captcha.VerifyURL != "https://challenges.example/siteverify" {
+		t.Errorf("spam policy %+v", sp)
+	}
+	if sp := set.SpamPolicy(otherKey); sp == nil || sp.MinSeconds != callers.DefaultMinSeconds || sp.Action != callers.SpamQuarantine || sp.Captcha != nil {
+		t.Errorf("spam: {} is %+v, want the defaults", sp)
+	}
+	if sp := set.SpamPolicy(plainKey); sp != nil {
+		t.Errorf("a key without spam is judged: %+v", sp)
+	}
 	acme, _ := set.Client("acme")
 	if acme.Callback == nil || acme.Callback.URL != "https://hooks.acme.example/leadintake" || acme.Callback.Secret.IsZero() || acme.WebhookSecret.IsZero() {
 		t.Errorf("acme: %+v", acme)
@@ -95,6 +117,15 @@ func TestParseFileRefusals(t *testing.T) {
 		{"CallbackSecret", "clients:\n  - id: a\n    callback: {url: https://x.example, secret: " + strings.TrimPrefix(callbackSecret, "whsec_") + "}\n", "callback: secret"},
 		{"WebhookSecret", "clients:\n  - id: a\n    webhook_secret: whsec_" + strings.Repeat("%", 30) + "\n", "webhook_secret"},
 		{"UnknownMember", "clients:\n  - id: a\n    token: " + callbackSecret + "\n", `client "a": unknown member at line 3, column 5`},
+		{"SpamNotAMapping", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example], spam: yes}]\n", "spam: want a mapping"},
+		{"SpamUnknownMember", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example], spam: {threshold: 3}}]\n", "spam: unknown member at line 3"},
+		{"SpamMinSecondsNegative", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example], spam: {min_seconds: -1}}]\n", "min_seconds"},
+		{"SpamMinSecondsQuoted", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example], spam: {min_seconds: \"3\"}}]\n", "min_seconds"},
+		{"SpamMinSecondsFraction", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example], spam: {min_seconds: 2.5}}]\n", "min_seconds"},
+		{"SpamAction", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example], spam: {action: delete}}]\n", "action must be quarantine or refuse"},
+		{"CaptchaURL", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example], spam: {captcha: {verify_url: " + captchaSecret + ", secret: " + captchaSecret + "}}}]\n", "captcha: verify_url"},
+		{"CaptchaNoSecret", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example], spam: {captcha: {verify_url: https://c.example/v}}}]\n", "captcha: secret is required"},
+		{"CaptchaUnknownMember", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example], spam: {captcha: {verify_url: https://c.example/v, secret: " + captchaSecret + ", site_key: x}}}]\n", "captcha: unknown member"},
 		{"UnknownPublishableMember", "clients:\n  - id: a\n    publishable_keys: [{key: " + publishableKey + ", origins: [https://a.example], expires: 1}]\n", `client "a": publishable key 1: unknown member at line 3`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,7 +138,7 @@ func TestParseFileRefusals(t *testing.T) {
 			if !strings.Contains(msg, tt.want) {
 				t.Errorf("error %q does not say %q", msg, tt.want)
 			}
-			for _, secret := range []string{callbackSecret, strings.TrimPrefix(callbackSecret, "whsec_"), publishableKey, h, "%%%%"} {
+			for _, secret := range []string{callbackSecret, strings.TrimPrefix(callbackSecret, "whsec_"), publishableKey, h, "%%%%", captchaSecret} {
 				if strings.Contains(msg, secret) {
 					t.Errorf("error %q shows a value of the file", msg)
 				}

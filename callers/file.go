@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -17,8 +18,10 @@ import (
 var (
 	topMembers         = map[string]bool{"clients": true}
 	clientMembers      = map[string]bool{"id": true, "tokens_sha256": true, "publishable_keys": true, "callback": true, "webhook_secret": true}
-	publishableMembers = map[string]bool{"key": true, "origins": true}
+	publishableMembers = map[string]bool{"key": true, "origins": true, "spam": true}
 	callbackMembers    = map[string]bool{"url": true, "secret": true}
+	spamMembers        = map[string]bool{"min_seconds": true, "captcha": true, "action": true}
+	captchaMembers     = map[string]bool{"verify_url": true, "secret": true}
 )
 
 // LoadFile reads and checks the clients file at path. Its errors name the
@@ -58,6 +61,10 @@ func ReadableByOthers(path string) (fs.FileMode, bool) {
 //	    publishable_keys:              # for browsers: public by design
 //	      - key: pk_acme_9f2c...       # pk_ then 16..64 of A-Z a-z 0-9 _
 //	        origins: [https://www.acme.example]
+//	        spam:                      # judge its submissions (spam: {} for the defaults)
+//	          min_seconds: 3           # sooner after the form was shown is spam (default 2; 0: off)
+//	          captcha: {verify_url: https://..., secret: <secret>}
+//	          action: quarantine       # or refuse
 //	    callback:
 //	      url: https://hooks.acme.example/leadintake
 //	      secret: whsec_<base64>
@@ -147,6 +154,13 @@ func parseClient(n *yaml.Node, position int) (*Client, error) {
 				}
 				pk.Origins = append(pk.Origins, canonical)
 			}
+			if n := member(k, "spam"); n != nil {
+				sp, err := parseSpam(n, at+": spam")
+				if err != nil {
+					return nil, err
+				}
+				pk.Spam = sp
+			}
 			c.PublishableKeys = append(c.PublishableKeys, pk)
 		}
 	}
@@ -179,6 +193,54 @@ func parseClient(n *yaml.Node, position int) (*Client, error) {
 		c.WebhookSecret = secret
 	}
 	return c, nil
+}
+
+// parseSpam reads a publishable key's spam policy; every member is
+// optional (spam: {} takes the defaults). Its errors never quote the
+// captcha's secret.
+func parseSpam(n *yaml.Node, at string) (*Spam, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s: want a mapping (spam: {} for the defaults)", at)
+	}
+	if err := checkMembers(n, spamMembers, at); err != nil {
+		return nil, err
+	}
+	sp := &Spam{MinSeconds: DefaultMinSeconds, Action: SpamQuarantine}
+	if m := member(n, "min_seconds"); m != nil {
+		v, ok := scalar(m)
+		secs, err := strconv.Atoi(v)
+		if !ok || m.Tag == "!!str" || err != nil || secs < 0 || secs > 3600 {
+			return nil, fmt.Errorf("%s: min_seconds must be a whole number of seconds from 0 to 3600", at)
+		}
+		sp.MinSeconds = secs
+	}
+	if m := member(n, "action"); m != nil {
+		v, ok := scalar(m)
+		if !ok || (v != SpamQuarantine && v != SpamRefuse) {
+			return nil, fmt.Errorf("%s: action must be quarantine or refuse", at)
+		}
+		sp.Action = v
+	}
+	if m := member(n, "captcha"); m != nil {
+		cat := at + ": captcha"
+		if m.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("%s: want verify_url and secret", cat)
+		}
+		if err := checkMembers(m, captchaMembers, cat); err != nil {
+			return nil, err
+		}
+		raw, ok := scalar(member(m, "verify_url"))
+		u, err := url.Parse(raw)
+		if !ok || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return nil, fmt.Errorf("%s: verify_url must be an absolute http(s) URL", cat)
+		}
+		secret, ok := scalar(member(m, "secret"))
+		if !ok || strings.TrimSpace(secret) == "" {
+			return nil, fmt.Errorf("%s: secret is required (the siteverify service's secret key)", cat)
+		}
+		sp.Captcha = &Captcha{VerifyURL: raw, Secret: secret}
+	}
+	return sp, nil
 }
 
 func parseSecret(n *yaml.Node) (webhook.Secret, error) {

@@ -310,6 +310,7 @@ func TestDashboardCoversMetrics(t *testing.T) {
 		"leadintake_callback_delivery_seconds_bucket", "leadintake_callback_oldest_pending_age_seconds",
 		"leadintake_queue_jobs", "leadintake_queue_oldest_available_seconds", "leadintake_leads_erased_total",
 		"leadintake_downstream_up", "leadintake_leads_waiting", "leadintake_leads_waiting_oldest_seconds",
+		"leadintake_spam_total",
 	} {
 		if !onDashboard[m] {
 			t.Errorf("dashboard: no panel shows %s", m)

@@ -78,6 +78,9 @@ type CRMLead struct {
 	Score      int         `json:"score"`
 	Tier       string      `json:"tier"`
 	Enrichment *Enrichment `json:"enrichment"`
+	// DuplicateOf is the id of an earlier lead this one may duplicate (the
+	// same email and content, under another key); absent for none.
+	DuplicateOf string `json:"duplicate_of,omitempty"`
 	// Amendment is the lead's number along a chain of amendments (0 for
 	// none): its write carries the Idempotency-Key external_ref:amend:N
 	// instead of external_ref.
@@ -104,6 +107,9 @@ type Notification struct {
 	Company     string `json:"company"`
 	// Amends is the id of the lead an amendment amends; absent otherwise.
 	Amends string `json:"amends,omitempty"`
+	// DuplicateOf is the id of an earlier lead this one may duplicate;
+	// absent for none.
+	DuplicateOf string `json:"duplicate_of,omitempty"`
 	// Amendment is the lead's number along a chain of amendments (0 for
 	// none): its Idempotency-Key is external_ref:notify:N instead of
 	// external_ref:notify.

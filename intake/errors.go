@@ -74,7 +74,7 @@ func errorHandler(logger *slog.Logger) echo.HTTPErrorHandler {
 		switch apiErr.Code {
 		case response.CodeUnauthorized:
 			h.Set(echo.HeaderWWWAuthenticate, `Bearer realm="leadintake"`)
-		case response.CodeStoreUnavailable:
+		case response.CodeStoreUnavailable, response.CodeCaptchaUnavailable:
 			h.Set(echo.HeaderRetryAfter, storeRetryAfter)
 			requestOf(c).outcome = outcomeUnavailable
 		case response.CodeInternal:

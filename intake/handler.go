@@ -10,6 +10,7 @@ import (
 
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/spam"
 	"github.com/leadintake/leadintake/store"
 )
 
@@ -49,8 +50,15 @@ type HandlerOpts struct {
 	// TrustedProxies are the peers whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
 	// HashKey keys the hash of each lead's email, kept to find the lead
-	// for an erasure (PII_HASH_KEY). Required.
+	// for an erasure (PII_HASH_KEY), and of its content, kept to find a
+	// possible duplicate. Required.
 	HashKey lead.HashKey
+	// Spam verifies the captchas of the publishable keys whose policy has
+	// one; default a Verifier bounded by RequestTimeout.
+	Spam *spam.Verifier
+	// KeyRetention is how long a quarantined key is kept (KEY_RETENTION);
+	// default a week.
+	KeyRetention time.Duration
 }
 
 // DefaultPublicRateLimit is PUBLIC_RATE_LIMIT's default: 20 a minute.
@@ -73,6 +81,12 @@ func NewHandler(opts *HandlerOpts) *echo.Echo {
 	}
 	if o.MaxWait <= 0 {
 		o.MaxWait = DefaultMaxWait
+	}
+	if o.Spam == nil {
+		o.Spam = spam.NewVerifier(o.RequestTimeout)
+	}
+	if o.KeyRetention <= 0 {
+		o.KeyRetention = 7 * 24 * time.Hour
 	}
 	if o.PublicRateLimit.N <= 0 {
 		o.PublicRateLimit = DefaultPublicRateLimit

@@ -71,6 +71,11 @@ type testAPIOpts struct {
 	// PublicRateLimit and TrustedProxies are the api's.
 	PublicRateLimit intake.RateLimit
 	TrustedProxies  []netip.Prefix
+	// Spam, when set, is the spam policy of client a's publishable key:
+	// the YAML of its spam member, such as "{min_seconds: 3}".
+	Spam string
+	// DuplicateWindow is the api's DUPLICATE_WINDOW; zero for none.
+	DuplicateWindow time.Duration
 }
 
 // testAPI is the public API served over real HTTP, on a database of its own,
@@ -78,7 +83,9 @@ type testAPIOpts struct {
 type testAPI struct {
 	// Pool reaches the test database directly, never through a proxy: for
 	// assertions and for writing rows by hand.
-	Pool   *pgxpool.Pool
+	Pool *pgxpool.Pool
+	// Store is the API's own store, for what an operator does beside it.
+	Store  *store.Store
 	URL    string
 	client *http.Client
 	// Logs holds everything the API logged.
@@ -106,7 +113,7 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 	if err != nil {
 		t.Fatalf("river client: %v", err)
 	}
-	clients := testClients(t)
+	clients := testClientsWith(t, opts.Spam)
 
 	logs := &testkit.LockedBuffer{}
 	t.Cleanup(func() {
@@ -132,6 +139,7 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 	}
 	st := store.New(storePool)
 	st.UseJobs(jobs.NewQueue(riverClient, callers.NewHolder(clients)))
+	st.FlagDuplicates(opts.DuplicateWindow)
 	if err := st.GroupClaims(store.GroupOpts{}); err != nil {
 		t.Fatal(err)
 	}
@@ -154,24 +162,35 @@ func newTestAPIOn(t testing.TB, pool *pgxpool.Pool, opts *testAPIOpts) *testAPI 
 
 	client := srv.Client()
 	client.Timeout = testkit.Patience
-	return &testAPI{Pool: pool, URL: srv.URL, client: client, Logs: logs}
+	return &testAPI{Pool: pool, Store: st, URL: srv.URL, client: client, Logs: logs}
 }
 
 // testClients are the clients of every test: a, with a token, a
 // publishable key for shopOrigin and a webhook secret, and b, with a token.
 func testClients(t testing.TB) *callers.Set {
 	t.Helper()
+	return testClientsWith(t, "")
+}
+
+// testClientsWith are testClients, with spam (the YAML of a spam member) as
+// the spam policy of a's publishable key; none when empty.
+func testClientsWith(t testing.TB, spam string) *callers.Set {
+	t.Helper()
+	policy := ""
+	if spam != "" {
+		policy = "\n        spam: " + spam
+	}
 	clients, err := callers.ParseFile(fmt.Appendf(nil, `
 clients:
   - id: a
     tokens_sha256: [%s]
     publishable_keys:
       - key: %s
-        origins: [%s]
+        origins: [%s]%s
     webhook_secret: %s
   - id: b
     tokens_sha256: [%s]
-`, tokenHash(tokenA), publishableKeyA, shopOrigin, webhookSecretA, tokenHash(tokenB)))
+`, tokenHash(tokenA), publishableKeyA, shopOrigin, policy, webhookSecretA, tokenHash(tokenB)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/spam"
 	"github.com/leadintake/leadintake/store"
 )
 
@@ -37,14 +39,18 @@ type processingBody struct {
 
 // submitter is what a submission needs, whichever way it authenticates.
 type submitter struct {
-	hashKey lead.HashKey
-	store   *store.Store
-	waiters *Waiters
-	limits  *limiters
-	trusted []netip.Prefix
-	decode  *lead.DecodeOpts
-	maxBody int64
-	timeout time.Duration
+	hashKey   lead.HashKey
+	store     *store.Store
+	waiters   *Waiters
+	limits    *limiters
+	trusted   []netip.Prefix
+	decode    *lead.DecodeOpts
+	maxBody   int64
+	timeout   time.Duration
+	callers   *callers.Holder
+	spam      *spam.Verifier
+	metrics   *Metrics
+	retention time.Duration
 }
 
 // handleLeadCreate is POST /v1/leads: a caller authenticated by its bearer
@@ -138,23 +144,63 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 			return err
 		}
 	}
-	if pk != "" && sub.limits != nil && peeked == nil {
-		// Only a submission that would claim a new key counts.
-		if ok, wait := sub.limits.allow(pk, clientAddr(req, sub.trusted)); !ok {
-			c.Response().Header().Set(echo.HeaderRetryAfter, retryAfter(wait))
-			requestOf(c).outcome = outcomeRateLimited
-			return response.Errorf(response.CodeRateLimited, "too many new submissions from this page; retry after the time in Retry-After")
-		}
-	}
-	res, err := st.Claim(ctx, &store.ClaimParams{
+	p := &store.ClaimParams{
 		ClientID: clientID, Key: key, ExternalRef: requestOf(c).ref, Payload: payload,
 		Fingerprint: sub.hashKey.Request(payload.Fingerprint[:]), RawHash: raw,
-		EmailHMAC: sub.hashKey.Email(payload.Lead.Email), Publishable: pk != "",
-	})
+		EmailHMAC: sub.hashKey.Email(payload.Lead.Email), ContentHMAC: sub.hashKey.Content(payload),
+		Publishable: pk != "", Retention: sub.retention,
+	}
+	if pk != "" && peeked == nil {
+		// Only a submission that would claim a new key counts, and is
+		// judged: a retry, a re-open, never.
+		addr := clientAddr(req, sub.trusted)
+		if sub.limits != nil {
+			if ok, wait := sub.limits.allow(pk, addr); !ok {
+				c.Response().Header().Set(echo.HeaderRetryAfter, retryAfter(wait))
+				requestOf(c).outcome = outcomeRateLimited
+				return response.Errorf(response.CodeRateLimited, "too many new submissions from this page; retry after the time in Retry-After")
+			}
+		}
+		if err := sub.judge(ctx, c, pk, addr, p); err != nil {
+			return err
+		}
+	}
+	res, err := st.Claim(ctx, p)
 	if err != nil {
 		return storeError(err)
 	}
 	return sub.answer(c, clientID, key, res)
+}
+
+// judge gives the verdict on a new key's submission through the publishable
+// key pk, when its policy asks for one (callers.Spam): spam is quarantined
+// or refused as the policy says (p.Quarantine, p.Refuse), and counted. A
+// captcha that cannot be verified refuses the request for now: 503
+// captcha_unavailable, nothing stored.
+func (sub *submitter) judge(ctx context.Context, c echo.Context, pk string, addr netip.Addr, p *store.ClaimParams) error {
+	policy := sub.callers.Set().SpamPolicy(pk)
+	if policy == nil {
+		return nil
+	}
+	remote := ""
+	if addr.IsValid() {
+		remote = addr.String()
+	}
+	reasons, err := sub.spam.Judge(ctx, policy, c.Request().Header.Values(spam.Header), remote)
+	if err != nil {
+		return &response.Error{Code: response.CodeCaptchaUnavailable,
+			Message: "the captcha could not be verified just now; send the enquiry again", Err: err}
+	}
+	if len(reasons) == 0 {
+		return nil
+	}
+	sub.metrics.spamVerdict(reasons, policy.Action)
+	if policy.Action == callers.SpamRefuse {
+		p.Refuse = true
+	} else {
+		p.Quarantine = reasons
+	}
+	return nil
 }
 
 // answer answers a submission as the claim (or the read) found its key.
@@ -191,6 +237,13 @@ func (sub *submitter) answer(c echo.Context, clientID, key string, res *store.Cl
 		h.Set("Idempotency-Key", key)
 		h.Set("Idempotent-Replayed", "true")
 		return writeFinal(c, res.Response)
+	case store.OutcomeQuarantined:
+		// Finished at its claim: its final response, and no replay.
+		h.Set("Idempotency-Key", key)
+		h.Set("Idempotent-Replayed", "false")
+		return writeFinal(c, res.Response)
+	case store.OutcomeSpamRefused:
+		return response.Errorf(response.CodeSpamRefused, "the enquiry looks automated; it was not accepted")
 	case store.OutcomeSupersedesUnknown:
 		return response.Errorf(response.CodeSupersedesUnknown, "the Supersedes key is not a key of this client, or it has expired")
 	case store.OutcomeAlreadySuperseded:

@@ -10,7 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/lead"
+	"github.com/leadintake/leadintake/spam"
 	"github.com/leadintake/leadintake/store"
 )
 
@@ -19,6 +21,7 @@ import (
 type Metrics struct {
 	submissions *prometheus.CounterVec
 	requests    *prometheus.HistogramVec
+	spam        *prometheus.CounterVec
 }
 
 // NewMetrics registers the API's collectors on reg.
@@ -26,7 +29,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		submissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leadintake_submissions_total",
-			Help: "Submissions (POST /v1/leads) by outcome: claimed, reopened, replayed, in_progress, mismatch, supersedes_unknown, already_superseded, refused, unavailable, rate_limited.",
+			Help: "Submissions (POST /v1/leads) by outcome: claimed, reopened, replayed, in_progress, mismatch, supersedes_unknown, already_superseded, quarantined, spam_refused, refused, unavailable, rate_limited.",
 		}, []string{"outcome"}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "leadintake_http_request_duration_seconds",
@@ -34,12 +37,31 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route", "method", "status"}),
 	}
-	reg.MustRegister(m.submissions, m.requests)
+	m.spam = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leadintake_spam_total",
+		Help: "Web pages' submissions judged spam, by reason (no_signals, honeypot, too_fast, captcha_failed; one verdict may count several) and action (quarantine, refuse).",
+	}, []string{"reason", "action"})
+	reg.MustRegister(m.submissions, m.requests, m.spam)
+	for _, r := range spam.Reasons {
+		for _, a := range []string{callers.SpamQuarantine, callers.SpamRefuse} {
+			m.spam.WithLabelValues(r, a)
+		}
+	}
 	for _, o := range []string{"claimed", "reopened", "replayed", "in_progress", "mismatch", "supersedes_unknown",
-		"already_superseded", outcomeRefused, outcomeUnavailable, outcomeRateLimited} {
+		"already_superseded", "quarantined", "spam_refused", outcomeRefused, outcomeUnavailable, outcomeRateLimited} {
 		m.submissions.WithLabelValues(o)
 	}
 	return m
+}
+
+// spamVerdict counts a verdict of spam: once for each of its reasons.
+func (m *Metrics) spamVerdict(reasons []string, action string) {
+	if m == nil {
+		return
+	}
+	for _, r := range reasons {
+		m.spam.WithLabelValues(r, action).Inc()
+	}
 }
 
 func (m *Metrics) observeRequest(method, route string, status int, outcome string, elapsed time.Duration) {

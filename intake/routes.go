@@ -59,6 +59,7 @@ func addRoutes(e *echo.Echo, o *HandlerOpts) {
 	sub := &submitter{
 		hashKey: o.HashKey, store: o.Store, waiters: o.Waiters, limits: newLimiters(o.PublicRateLimit),
 		trusted: o.TrustedProxies, decode: &o.Decode, maxBody: o.MaxBodyBytes, timeout: o.RequestTimeout,
+		callers: o.Callers, spam: o.Spam, metrics: o.Metrics, retention: o.KeyRetention,
 	}
 	e.POST(routeLeads, handleLeadCreate(sub), wait, auth)
 	e.POST(routeWebhook, handleWebhookLead(sub, o.Callers), wait)

@@ -338,7 +338,8 @@ func (b *testBundle) claimWith(t *testing.T, enqueue enqueueFunc, key, body stri
 	}
 	res, err := st.Claim(ctx, &store.ClaimParams{
 		ClientID: clientID, Key: key, ExternalRef: intake.ExternalRef(clientID, key), Payload: payload,
-		EmailHMAC: hashKey.Email(payload.Lead.Email), Fingerprint: hashKey.Request(payload.Fingerprint[:]),
+		EmailHMAC: hashKey.Email(payload.Lead.Email), ContentHMAC: hashKey.Content(payload),
+		Fingerprint: hashKey.Request(payload.Fingerprint[:]),
 	})
 	if err != nil {
 		t.Fatalf("claim: %v", err)

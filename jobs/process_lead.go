@@ -381,7 +381,7 @@ func (r *leadRun) call(ctx context.Context, s lead.State, act lead.Action) (*lea
 		err = ds.Notify(ctx, &downstream.Notification{
 			LeadID: l.ID.String(), ExternalRef: l.ExternalRef, Score: score, Tier: string(tier),
 			Email: l.Lead.Email, Name: l.Lead.Name, Company: l.Lead.Company,
-			Amends: amendsOf(l), Amendment: s.Amendment,
+			Amends: amendsOf(l), Amendment: s.Amendment, DuplicateOf: duplicateOf(l),
 		})
 	default:
 		return nil, fmt.Errorf("no call for action %s", act.Kind)
@@ -434,6 +434,7 @@ func (r *leadRun) crmRecord(s lead.State) *downstream.CRMLead {
 	return &downstream.CRMLead{
 		ExternalRef: r.lead.ExternalRef, LeadID: r.lead.ID.String(), Lead: *l,
 		Score: score, Tier: string(tier), Enrichment: r.enrichment, Amendment: s.Amendment,
+		DuplicateOf: duplicateOf(r.lead),
 	}
 }
 
@@ -482,6 +483,15 @@ func outcomeOf(act lead.Action) string {
 		return string(lead.KeyNeedsReconciliation)
 	}
 	return string(act.Outcome)
+}
+
+// duplicateOf is the id of the earlier lead l may duplicate, empty for
+// none.
+func duplicateOf(l *store.Lead) string {
+	if l.DuplicateOf == nil {
+		return ""
+	}
+	return l.DuplicateOf.String()
 }
 
 // amendsOf is the id of the lead l amends, empty for none.

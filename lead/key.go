@@ -12,14 +12,18 @@ const (
 	KeyNeedsReconciliation KeyState = "needs_reconciliation"
 	KeyCompleted           KeyState = "completed"
 	KeyFailed              KeyState = "failed"
+	// KeyQuarantined: a web page's enquiry judged spam, stored and finished
+	// at its claim (200 received) without a job, until an operator
+	// releases it.
+	KeyQuarantined KeyState = "quarantined"
 )
 
 // KeyStates lists every key state, unfinished first.
-var KeyStates = []KeyState{KeyProcessing, KeyNeedsReconciliation, KeyCompleted, KeyFailed}
+var KeyStates = []KeyState{KeyProcessing, KeyNeedsReconciliation, KeyCompleted, KeyFailed, KeyQuarantined}
 
 // Finished reports whether the key holds a final response, which its
 // retries replay.
-func (s KeyState) Finished() bool { return s == KeyCompleted || s == KeyFailed }
+func (s KeyState) Finished() bool { return s == KeyCompleted || s == KeyFailed || s == KeyQuarantined }
 
 // Key is what decides the transitions of an idempotency key: its state and
 // the facts about it that a transition depends on. The zero Key is a key
@@ -64,9 +68,15 @@ const (
 	// KeyErase: the key's lead's personal data is erased; an unfinished
 	// key finishes as failed with the code erased.
 	KeyErase
+	// KeyQuarantine: the claim that made the key finishes it at once,
+	// quarantined: a web page's enquiry judged spam.
+	KeyQuarantine
+	// KeyRelease: an operator releases a quarantined key: its lead runs as
+	// a new claim's would have.
+	KeyRelease
 )
 
-var keyEventNames = [...]string{"", "claim", "take_over", "reopen", "finish", "reconcile", "resume", "erase"}
+var keyEventNames = [...]string{"", "claim", "take_over", "reopen", "finish", "reconcile", "resume", "erase", "quarantine", "release"}
 
 func (e KeyEvent) String() string {
 	if int(e) < len(keyEventNames) {
@@ -91,12 +101,15 @@ func (k Key) Allows(e KeyEvent) bool {
 		// an erased lead has nothing left to send.
 		return k.State == KeyFailed && k.Failure == response.CodeDownstreamUnavailable &&
 			!k.Superseded && !k.Erased && !k.Expired
-	case KeyFinish:
+	case KeyFinish, KeyQuarantine:
 		return unfinished && !k.Erased
 	case KeyReconcile:
 		return k.State == KeyProcessing && !k.Erased
 	case KeyResume:
 		return k.State == KeyNeedsReconciliation && !k.Erased
+	case KeyRelease:
+		// As a re-open: a key that still carries its enquiry.
+		return k.State == KeyQuarantined && !k.Superseded && !k.Erased && !k.Expired
 	case KeyErase:
 		return k.Exists() && !k.Erased
 	}
@@ -111,10 +124,12 @@ func (k Key) After(e KeyEvent, final KeyState) (state KeyState, ok bool) {
 		return k.State, false
 	}
 	switch e {
-	case KeyClaim, KeyTakeOver, KeyReopen, KeyResume:
+	case KeyClaim, KeyTakeOver, KeyReopen, KeyResume, KeyRelease:
 		return KeyProcessing, true
+	case KeyQuarantine:
+		return KeyQuarantined, true
 	case KeyFinish:
-		if !final.Finished() {
+		if final != KeyCompleted && final != KeyFailed {
 			return k.State, false
 		}
 		return final, true

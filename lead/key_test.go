@@ -19,6 +19,7 @@ func TestKeyTransitions(t *testing.T) {
 		unavailable = lead.Key{State: lead.KeyFailed, Failure: response.CodeDownstreamUnavailable}
 		rejected    = lead.Key{State: lead.KeyFailed, Failure: response.CodeCRMRejected}
 		erasedKey   = lead.Key{State: lead.KeyFailed, Failure: response.CodeErased, Erased: true}
+		quarantined = lead.Key{State: lead.KeyQuarantined}
 	)
 	edit := func(k lead.Key, f func(*lead.Key)) lead.Key { f(&k); return k }
 	expired := func(k lead.Key) lead.Key { return edit(k, func(k *lead.Key) { k.Expired = true }) }
@@ -65,6 +66,16 @@ func TestKeyTransitions(t *testing.T) {
 		{"ProcessingDoesNotResume", processing, lead.KeyResume, "", refused},
 		{"FinishedKeyDoesNotResume", completed, lead.KeyResume, "", refused},
 
+		{"AFinishIsNotAQuarantine", processing, lead.KeyFinish, lead.KeyQuarantined, refused},
+		{"ProcessingIsQuarantinedByItsClaim", processing, lead.KeyQuarantine, "", lead.KeyQuarantined},
+		{"AFinishedKeyIsNotQuarantined", completed, lead.KeyQuarantine, "", refused},
+		{"QuarantinedIsNotReopened", quarantined, lead.KeyReopen, "", refused},
+		{"QuarantinedIsReleased", quarantined, lead.KeyRelease, "", lead.KeyProcessing},
+		{"SupersededQuarantinedIsNotReleased", superseded(quarantined), lead.KeyRelease, "", refused},
+		{"ErasedQuarantinedIsNotReleased", erased(quarantined), lead.KeyRelease, "", refused},
+		{"ExpiredQuarantinedIsNotReleased", expired(quarantined), lead.KeyRelease, "", refused},
+		{"OnlyQuarantinedIsReleased", unavailable, lead.KeyRelease, "", refused},
+		{"ErasureKeepsAQuarantine", quarantined, lead.KeyErase, "", lead.KeyQuarantined},
 		{"ErasureFinishesProcessing", processing, lead.KeyErase, "", lead.KeyFailed},
 		{"ErasureFinishesReconciling", reconciling, lead.KeyErase, "", lead.KeyFailed},
 		{"ErasureKeepsAFinalResponse", completed, lead.KeyErase, "", lead.KeyCompleted},
@@ -102,6 +113,7 @@ func TestKeyRetry(t *testing.T) {
 		{"ReconcilingIsInProgress", lead.Key{State: lead.KeyNeedsReconciliation}, lead.RetryInProgress},
 		{"CompletedIsReplayed", lead.Key{State: lead.KeyCompleted}, lead.RetryReplay},
 		{"RefusalIsReplayed", lead.Key{State: lead.KeyFailed, Failure: response.CodeCRMRejected}, lead.RetryReplay},
+		{"QuarantineIsReplayed", lead.Key{State: lead.KeyQuarantined}, lead.RetryReplay},
 		{"DownstreamUnavailableReopens", lead.Key{State: lead.KeyFailed, Failure: response.CodeDownstreamUnavailable}, lead.RetryReopens},
 		{"SupersededUnavailableIsReplayed", lead.Key{State: lead.KeyFailed, Failure: response.CodeDownstreamUnavailable, Superseded: true}, lead.RetryReplay},
 		{"ErasedUnavailableIsReplayed", lead.Key{State: lead.KeyFailed, Failure: response.CodeDownstreamUnavailable, Erased: true}, lead.RetryReplay},

@@ -83,6 +83,10 @@ type State struct {
 	// unfinished (processing, or awaiting reconciliation): the amendment
 	// makes no CRM call until it finishes. It is read, never written.
 	SupersededUnfinished bool
+	// PossibleDuplicate is true when an earlier lead of the client, under
+	// another key, has the same email and content: the lead completes with
+	// the warning possible_duplicate. It is read, never written.
+	PossibleDuplicate bool
 }
 
 // Enriched reports whether the enrichment returned data.
@@ -100,6 +104,9 @@ func (s State) Warnings() []string {
 	}
 	if s.CRMNotUpdated {
 		w = append(w, response.WarnCRMNotUpdated)
+	}
+	if s.PossibleDuplicate {
+		w = append(w, response.WarnPossibleDuplicate)
 	}
 	return w
 }

@@ -54,6 +54,13 @@ const (
 	// CodeSignatureInvalid: an inbound webhook's signature is missing,
 	// wrong, or too old.
 	CodeSignatureInvalid Code = "signature_invalid"
+	// CodeSpamRefused: a web page's enquiry judged spam under a policy
+	// that refuses it; nothing was stored.
+	CodeSpamRefused Code = "spam_refused"
+	// CodeCaptchaUnavailable: the page's captcha token could not be
+	// verified (the siteverify service timed out or answered oddly);
+	// nothing was stored.
+	CodeCaptchaUnavailable Code = "captcha_unavailable"
 )
 
 // Error codes of failed leads, in their stored final responses.
@@ -93,6 +100,8 @@ var statusOf = map[Code]int{
 	CodeOriginNotAllowed:           http.StatusForbidden,
 	CodeRateLimited:                http.StatusTooManyRequests,
 	CodeSignatureInvalid:           http.StatusUnauthorized,
+	CodeSpamRefused:                http.StatusForbidden,
+	CodeCaptchaUnavailable:         http.StatusServiceUnavailable,
 	CodeErased:                     http.StatusUnprocessableEntity,
 	CodeCRMRejected:                http.StatusUnprocessableEntity,
 	CodeDownstreamUnavailable:      http.StatusBadGateway,
@@ -128,6 +137,10 @@ type ErrorDetail struct {
 const (
 	StatusCompleted = "completed"
 	StatusFailed    = "failed"
+	// StatusReceived is a quarantined enquiry's: stored, not sent on
+	// unless an operator releases it. A page shows it the thank-you of a
+	// completed one.
+	StatusReceived = "received"
 )
 
 // Completed is the body of the 201 of a lead the CRM accepted.
@@ -161,6 +174,9 @@ const (
 	WarnEnrichmentUnavailable = "enrichment_unavailable"
 	WarnNotificationFailed    = "notification_failed"
 	WarnCRMNotUpdated         = "crm_not_updated"
+	// WarnPossibleDuplicate: an earlier lead of the client, under another
+	// key, has the same email and content (within DUPLICATE_WINDOW).
+	WarnPossibleDuplicate = "possible_duplicate"
 )
 
 // Final is a finished key's response: the status and the exact bytes every
@@ -177,6 +193,18 @@ func NewCompleted(b *Completed) Final {
 		b.Warnings = []string{}
 	}
 	return Final{Status: http.StatusCreated, Body: Marshal(b)}
+}
+
+// Received is the body of a quarantined enquiry's final response.
+type Received struct {
+	Status string `json:"status"`
+	LeadID string `json:"lead_id"`
+}
+
+// NewReceived returns the final response of a quarantined enquiry: 200
+// {"status": "received", "lead_id"}.
+func NewReceived(leadID string) Final {
+	return Final{Status: http.StatusOK, Body: Marshal(&Received{Status: StatusReceived, LeadID: leadID})}
 }
 
 // NewFailed returns the final response of a lead that failed with code.

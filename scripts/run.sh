@@ -55,6 +55,7 @@ clients:
     publishable_keys:
       - key: $DEMO_PUBLISHABLE_KEY
         origins: [http://$DEMO_ADDR, http://localhost:$demo_port]
+        spam: {}                   # judged: a honeypot, at least 2 s on the form
     callback:
       url: http://$FAKE_ADDR/callbacks/demo
       secret: $DEMO_CALLBACK_SECRET
@@ -110,6 +111,13 @@ leadintake is running (logs in .run/: api.log, worker.log, fake.log, demosite.lo
   # arrive in the fake CRM's record as fields
   http://$DEMO_ADDR/
   curl -s http://$FAKE_ADDR/_fake/crm      # the CRM's records, as received
+
+  # the form judges spam: send it within 2 seconds of loading the page (or
+  # fill in its hidden honeypot) and it thanks you, but the enquiry is
+  # quarantined; look at it, and release it to the CRM
+  export DATABASE_URL='$DATABASE_URL' PII_HASH_KEY='$PII_HASH_KEY' CLIENTS_FILE=.run/clients.yaml
+  bin/api spam list
+  bin/api spam release --client demo KEY
 
   # submit a lead (run it twice: the second answer is replayed)
   curl -i http://$API_ADDR/v1/leads \\

@@ -38,9 +38,16 @@ const (
 	// OutcomeAlreadySuperseded: the key an amendment supersedes was
 	// superseded by another key; nothing was stored.
 	OutcomeAlreadySuperseded
+	// OutcomeQuarantined: the key was new and is this request's; its
+	// enquiry, judged spam, was stored and finished at once, quarantined,
+	// without a job (Response: 200 received).
+	OutcomeQuarantined
+	// OutcomeSpamRefused: the key is new and its enquiry, judged spam, is
+	// refused (ClaimParams.Refuse); nothing was stored.
+	OutcomeSpamRefused
 )
 
-var outcomeNames = [...]string{"", "claimed", "reopened", "in_progress", "replayed", "mismatch", "supersedes_unknown", "already_superseded"}
+var outcomeNames = [...]string{"", "claimed", "reopened", "in_progress", "replayed", "mismatch", "supersedes_unknown", "already_superseded", "quarantined", "spam_refused"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) && o > 0 {
@@ -71,6 +78,21 @@ type ClaimParams struct {
 	// do: one the client claimed otherwise is a mismatch to it, whatever
 	// its body, and unknown to its Supersedes.
 	Publishable bool
+	// ContentHMAC is the keyed hash of the lead's content without its utm
+	// (lead.HashKey.Content), what finds an earlier possible duplicate of
+	// it (FlagDuplicates). May be nil.
+	ContentHMAC []byte
+	// Quarantine, when not empty, are the reasons a web page's enquiry was
+	// judged spam: the key is claimed, the enquiry stored, and both
+	// finished at once, quarantined (200 received), without a job.
+	// Retention is then how long the key is kept.
+	Quarantine []string
+	Retention  time.Duration
+	// Refuse: the enquiry was judged spam under a policy that refuses it:
+	// a new key is refused (OutcomeSpamRefused), after the checks of its
+	// Supersedes, and nothing is stored; a key that exists answers as it
+	// stands.
+	Refuse bool
 }
 
 // ClaimResult is what Store.Claim decided.
@@ -107,9 +129,11 @@ type leadRow struct {
 	ExternalRef string     `db:"external_ref" pg:"text"`
 	Submission  string     `db:"submission" pg:"jsonb"`
 	EmailHMAC   []byte     `db:"email_hmac" pg:"bytea"`
+	ContentHMAC []byte     `db:"content_hmac" pg:"bytea"`
 	Amends      *uuid.UUID `db:"amends" pg:"uuid"`
 	Amendment   int32      `db:"amendment" pg:"int4"`
-	JobID       int64      `db:"job_id" pg:"int8"`
+	// JobID is nil for a quarantined lead: it has no job.
+	JobID *int64 `db:"job_id" pg:"int8"`
 }
 
 // rowsOf returns the key and lead rows a claim of p writes for the lead id,
@@ -124,7 +148,8 @@ func rowsOf(p *ClaimParams, leadID uuid.UUID, ch chain) (keyRow, leadRow) {
 	}
 	l := leadRow{
 		ID: leadID, ClientID: p.ClientID, Key: p.Key, ExternalRef: cmp.Or(ch.externalRef, p.ExternalRef),
-		Submission: string(p.Payload.Canonical), EmailHMAC: p.EmailHMAC, Amends: ch.amends, Amendment: int32(ch.amendment),
+		Submission: string(p.Payload.Canonical), EmailHMAC: p.EmailHMAC, ContentHMAC: p.ContentHMAC,
+		Amends: ch.amends, Amendment: int32(ch.amendment),
 	}
 	return k, l
 }
@@ -137,10 +162,23 @@ SELECT ` + columnList[keyRow]("r.") + `, 'processing' FROM ` + unnestRows[keyRow
 ON CONFLICT (client_id, key) DO NOTHING
 RETURNING lead_id`
 
-// insertLeadsSQL inserts the leads of claimed keys, with their jobs.
+// insertLeadsSQL inserts the leads of claimed keys, with their jobs, and
+// each with the earliest lead of its client that has the same content and
+// was claimed within @dup_window seconds under another key (another
+// external reference: not along an amendment chain, whose leads share it),
+// found by the content's index; none with a window of 0. A lead still
+// quarantined is nobody's original: sales never saw it.
 var insertLeadsSQL = `
-INSERT INTO leads (` + columnList[leadRow]("") + `)
-SELECT ` + columnList[leadRow]("r.") + ` FROM ` + unnestRows[leadRow]("r")
+INSERT INTO leads (` + columnList[leadRow]("") + `, duplicate_of)
+SELECT ` + columnList[leadRow]("r.") + `,
+       (SELECT d.id FROM leads d
+        WHERE @dup_window::float8 > 0 AND r.content_hmac IS NOT NULL
+          AND d.client_id = r.client_id AND d.content_hmac = r.content_hmac AND d.external_ref <> r.external_ref
+          AND d.created_at > now() - @dup_window::float8 * interval '1 second'
+          AND NOT EXISTS (SELECT FROM idempotency_keys dk
+                          WHERE dk.client_id = d.client_id AND dk.key = d.idempotency_key AND dk.state = 'quarantined')
+        ORDER BY d.created_at LIMIT 1)
+FROM ` + unnestRows[leadRow]("r")
 
 // takeOverSQL gives an expired key to a new request's lead, if the key is
 // still as read (keyAsRead). The delivery log of the key's old lead goes
@@ -272,7 +310,7 @@ func (s *Store) Claim(ctx context.Context, p *ClaimParams) (*ClaimResult, error)
 	if s.jobs == nil {
 		return nil, errNoJobs
 	}
-	if s.group != nil && p.Payload.Supersedes == "" {
+	if s.group != nil && p.Payload.Supersedes == "" && len(p.Quarantine) == 0 && !p.Refuse {
 		res, ok, err := s.group.claim(ctx, p)
 		if ok || err != nil {
 			return res, err
@@ -296,8 +334,12 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 	if err != nil {
 		return nil, fmt.Errorf("claim: lead id: %w", err)
 	}
-	var res *ClaimResult
+	var (
+		res *ClaimResult
+		fin finishing
+	)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		fin = finishing{}
 		var ch chain
 		if sup := p.Payload.Supersedes; sup != "" {
 			// The key's own state answers first: a retry of an amendment
@@ -317,6 +359,18 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 			}
 		}
 
+		if p.Refuse {
+			existing, err := readKey(ctx, tx, p.ClientID, p.Key)
+			switch {
+			case err == nil && !existing.key.Expired:
+				res, err = s.answer(ctx, tx, p, existing)
+				return err
+			case err != nil && !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("claim: %w", err)
+			}
+			res = &ClaimResult{Outcome: OutcomeSpamRefused}
+			return errNothingToCommit
+		}
 		k, l := rowsOf(p, leadID, ch)
 		var claimed []uuid.UUID
 		rows, err := tx.Query(ctx, insertKeysSQL, rowArgs([]keyRow{k}, nil))
@@ -348,6 +402,12 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 				return errRaced
 			}
 		}
+		if len(p.Quarantine) > 0 {
+			// A quarantined amendment supersedes nothing until it is
+			// released; it keeps what it supersedes on its key.
+			res, err = s.quarantineTx(ctx, tx, p, l, &fin)
+			return err
+		}
 		if k.Supersedes != nil {
 			if _, err := tx.Exec(ctx, setSupersededSQL, p.ClientID, *k.Supersedes, p.Key); err != nil {
 				return fmt.Errorf("claim: supersede: %w", err)
@@ -362,7 +422,34 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 	if errors.Is(err, errNothingToCommit) {
 		err = nil
 	}
+	if err == nil {
+		s.announce(fin.finals...)
+	}
 	return res, err
+}
+
+// quarantineTx stores the quarantined enquiry of a key just claimed, in tx:
+// its lead, without a job, with the verdict's reasons, and its finish, as
+// every finish goes (finishTx): 200 received, the callback lead.quarantined.
+func (s *Store) quarantineTx(ctx context.Context, tx pgx.Tx, p *ClaimParams, l leadRow, fin *finishing) (*ClaimResult, error) {
+	if _, err := tx.Exec(ctx, insertLeadsSQL, rowArgs([]leadRow{l}, pgx.NamedArgs{"dup_window": s.dupWindow.Seconds()})); err != nil {
+		return nil, fmt.Errorf("claim: insert lead: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE leads SET spam_reasons = $2 WHERE id = $1`, l.ID, p.Quarantine); err != nil {
+		return nil, fmt.Errorf("claim: spam reasons: %w", err)
+	}
+	received := response.NewReceived(l.ID.String())
+	done, err := s.finishTx(ctx, tx, false, []*Finish{{
+		LeadID: l.ID, ClientID: p.ClientID, Key: p.Key, From: lead.KeyProcessing, To: lead.KeyQuarantined,
+		Response: received, Retention: p.Retention,
+	}}, fin)
+	if err != nil {
+		return nil, fmt.Errorf("claim: quarantine: %w", err)
+	}
+	if !done[0].Applied {
+		return nil, errRaced
+	}
+	return &ClaimResult{Outcome: OutcomeQuarantined, State: lead.KeyQuarantined, LeadID: l.ID, Response: received}, nil
 }
 
 // insertLeads inserts the jobs of the leads of claimed keys, then the leads
@@ -380,9 +467,9 @@ func (s *Store) insertLeads(ctx context.Context, tx pgx.Tx, leads []leadRow) err
 		return fmt.Errorf("enqueue: %d jobs for %d leads", len(jobIDs), len(leads))
 	}
 	for i := range leads {
-		leads[i].JobID = jobIDs[i]
+		leads[i].JobID = &jobIDs[i]
 	}
-	if _, err := tx.Exec(ctx, insertLeadsSQL, rowArgs(leads, nil)); err != nil {
+	if _, err := tx.Exec(ctx, insertLeadsSQL, rowArgs(leads, pgx.NamedArgs{"dup_window": s.dupWindow.Seconds()})); err != nil {
 		return fmt.Errorf("insert leads: %w", err)
 	}
 	return nil
@@ -426,7 +513,7 @@ func (s *Store) answer(ctx context.Context, tx pgx.Tx, p *ClaimParams, e *existi
 	}
 	switch e.key.Retry() {
 	case lead.RetryReopens:
-		if err := s.reopenTx(ctx, tx, p.ClientID, p.Key, e.key); err != nil {
+		if err := s.reopenTx(ctx, tx, p.ClientID, p.Key, e.key, lead.KeyReopen); err != nil {
 			return nil, err
 		}
 		return &ClaimResult{Outcome: OutcomeReopened, State: lead.KeyProcessing, LeadID: e.leadID}, nil
@@ -440,10 +527,12 @@ func (s *Store) answer(ctx context.Context, tx pgx.Tx, p *ClaimParams, e *existi
 }
 
 // reopenTx re-opens, in tx, the client's key as read (k, which allows
-// lead.KeyReopen), and enqueues its lead's new job. It returns errRaced when
-// the key changed since it was read.
-func (s *Store) reopenTx(ctx context.Context, tx pgx.Tx, clientID, key string, k lead.Key) error {
-	if !k.Allows(lead.KeyReopen) {
+// event: lead.KeyReopen, a retry's or a redrive's, or lead.KeyRelease, a
+// quarantine's), and enqueues its lead's new job: the one way a finished
+// key works again. It returns errRaced when the key changed since it was
+// read.
+func (s *Store) reopenTx(ctx context.Context, tx pgx.Tx, clientID, key string, k lead.Key, event lead.KeyEvent) error {
+	if !k.Allows(event) {
 		return errRaced
 	}
 	var leadID uuid.UUID

@@ -114,7 +114,7 @@ ORDER BY l.id`, ids)
 		}
 		tag, err := tx.Exec(ctx, `
 UPDATE leads
-SET submission = NULL, enrichment = NULL, email_hmac = NULL, erased_at = now(), updated_at = now(),
+SET submission = NULL, enrichment = NULL, email_hmac = NULL, content_hmac = NULL, erased_at = now(), updated_at = now(),
     finished_at = coalesce(finished_at, now())
 WHERE id = ANY($1)`, ids)
 		if err != nil {
@@ -143,7 +143,7 @@ WHERE id = ANY($1)`, ids)
 func (s *Store) EraseFinishedBefore(ctx context.Context, before time.Time, limit int) (int64, error) {
 	tag, err := s.db.Exec(ctx, `
 UPDATE leads
-SET submission = NULL, enrichment = NULL, email_hmac = NULL, erased_at = now(), updated_at = now()
+SET submission = NULL, enrichment = NULL, email_hmac = NULL, content_hmac = NULL, erased_at = now(), updated_at = now()
 WHERE id IN (
     SELECT id FROM leads
     WHERE erased_at IS NULL AND finished_at < $1

@@ -293,8 +293,9 @@ func (s *Store) Finish(ctx context.Context, f *Finish) (*Finished, error) {
 
 // Callback payload types.
 const (
-	CallbackCompleted = "lead.completed"
-	CallbackFailed    = "lead.failed"
+	CallbackCompleted   = "lead.completed"
+	CallbackFailed      = "lead.failed"
+	CallbackQuarantined = "lead.quarantined"
 )
 
 // callbackRow is one delivery owed to a client's callback, as the
@@ -336,8 +337,11 @@ func callbackOf(f *Finish) (callbackRow, error) {
 		return callbackRow{}, err
 	}
 	typ := CallbackCompleted
-	if f.To == lead.KeyFailed {
+	switch f.To {
+	case lead.KeyFailed:
 		typ = CallbackFailed
+	case lead.KeyQuarantined:
+		typ = CallbackQuarantined
 	}
 	payload, err := json.Marshal(callbackPayload{
 		Type: typ, Timestamp: time.Now().UTC(),

@@ -58,7 +58,10 @@ type Lead struct {
 	// in its rate limit, to start at BookedAt; empty for none.
 	BookedFor string
 	BookedAt  time.Time
-	erased    bool
+	// DuplicateOf is the earlier lead this one may duplicate (see
+	// Store.FlagDuplicates); nil for none.
+	DuplicateOf *uuid.UUID
+	erased      bool
 }
 
 // Erased reports whether the lead's personal data was erased: Lead and
@@ -77,7 +80,7 @@ var leadColumns = `
               JOIN idempotency_keys sk ON sk.client_id = sl.client_id AND sk.key = sl.idempotency_key AND sk.lead_id = sl.id
               WHERE sl.id = l.amends), false),
     l.erased_at IS NOT NULL, coalesce(l.delivery_since, l.created_at), coalesce(l.waiting_for, ''),
-    coalesce(l.booked_for, ''), coalesce(l.booked_at, 'epoch')`
+    coalesce(l.booked_for, ''), coalesce(l.booked_at, 'epoch'), l.duplicate_of`
 
 var loadLeadSQL = `
 SELECT` + leadColumns + `
@@ -96,7 +99,7 @@ func scanLead(row pgx.Row) (*Lead, error) {
 		&l.State.Notification, &l.State.NotificationFailures, &l.Run.Seq, &l.JobID,
 		&l.KeyState.State, &l.KeyState.Failure, &l.KeyState.Superseded, &l.KeyState.Erased, &l.KeyState.Expired,
 		&l.State.RefUsedBefore, &l.Amends, &l.State.Amendment, &l.State.CRMNotUpdated,
-		&l.State.SupersededUnfinished, &l.erased, &l.DeliverySince, &l.WaitingFor, &l.BookedFor, &l.BookedAt)
+		&l.State.SupersededUnfinished, &l.erased, &l.DeliverySince, &l.WaitingFor, &l.BookedFor, &l.BookedAt, &l.DuplicateOf)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -104,6 +107,7 @@ func scanLead(row pgx.Row) (*Lead, error) {
 		return nil, err
 	}
 	l.Run.LeadID = l.ID
+	l.State.PossibleDuplicate = l.DuplicateOf != nil
 	if len(enrichment) > 0 {
 		l.Enrichment = enrichment
 	}

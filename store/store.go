@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -63,7 +64,17 @@ type Store struct {
 	announcer *batcher[uuid.UUID]
 	// jobs inserts the jobs the store's transactions start (UseJobs).
 	jobs Jobs
+	// dupWindow is how far back a claim looks for a possible duplicate
+	// (FlagDuplicates); zero for not at all.
+	dupWindow time.Duration
 }
+
+// FlagDuplicates makes every claim look for a possible duplicate of its
+// lead: the earliest lead of the same client, under another key and not
+// along its amendment chain, with the same content (ClaimParams.ContentHMAC)
+// and claimed less than window earlier. It is set once, before the store is
+// used; zero (the default) looks for none.
+func (s *Store) FlagDuplicates(window time.Duration) { s.dupWindow = window }
 
 // Jobs is the work the store's transactions start, inserted in the same
 // transaction so that it exists exactly when the transaction commits: the

@@ -388,3 +388,135 @@ func runLeads(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	return err
 }
+
+const spamUsage = `api spam list [--client ID] [--since DURATION] [--limit N] [--json]
+       api spam show --client ID KEY [--json]
+       api spam release --client ID KEY... [--json]`
+
+// runSpam is `api spam list|show|release`: the quarantined enquiries of web
+// pages, for an operator to look at and release.
+func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return &service.UsageError{Msg: "spam needs list, show or release", Usage: spamUsage}
+	}
+	fs := flag.NewFlagSet("spam "+args[0], flag.ContinueOnError)
+	clientID := fs.String("client", "", "the client")
+	asJSON := fs.Bool("json", false, "print one JSON document")
+	switch args[0] {
+	case "list":
+		since := fs.Duration("since", 0, "keys quarantined within this long")
+		limit := fs.Int("limit", 100, "at most this many keys")
+		_, err := parseArgs(fs, args[1:], 0, spamUsage, stdout)
+		switch {
+		case errors.Is(err, errHelped):
+			return nil
+		case err != nil:
+			return err
+		case *since < 0:
+			return &service.UsageError{Msg: "--since must not be negative", Usage: spamUsage}
+		case *limit < 1:
+			return &service.UsageError{Msg: "--limit must be at least 1", Usage: spamUsage}
+		}
+		op, closeOp, err := operatorFor(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeOp()
+		keys, err := op.Store.Quarantined(ctx, store.QuarantineFilter{ClientID: *clientID, Since: *since, Limit: *limit})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if keys == nil {
+				keys = []store.QuarantinedKey{}
+			}
+			return printJSON(stdout, keys)
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "CLIENT\tKEY\tLEAD\tQUARANTINED\tREASONS")
+		for _, k := range keys {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ClientID, k.Key, k.LeadID, k.CreatedAt.UTC().Format(time.RFC3339), strings.Join(k.Reasons, ","))
+		}
+		return tw.Flush()
+
+	case "show":
+		rest, err := parseArgs(fs, args[1:], 1, spamUsage, stdout)
+		switch {
+		case errors.Is(err, errHelped):
+			return nil
+		case err != nil:
+			return err
+		case *clientID == "":
+			return &service.UsageError{Msg: "show needs --client", Usage: spamUsage}
+		}
+		op, closeOp, err := operatorFor(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeOp()
+		q, err := op.Store.QuarantinedEnquiry(ctx, *clientID, rest[0])
+		if errors.Is(err, store.ErrNotFound) {
+			return errors.New("no quarantined key of that client with that key (or it expired)")
+		}
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, map[string]any{
+				"client_id": q.ClientID, "key": q.Key, "lead_id": q.LeadID, "created_at": q.CreatedAt.UTC(),
+				"reasons": q.Reasons, "enquiry": json.RawMessage(cmp.Or(string(q.Submission), "null")),
+			})
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "client\t%s\nkey\t%s\nlead\t%s\nquarantined\t%s\nreasons\t%s\n",
+			q.ClientID, q.Key, q.LeadID, q.CreatedAt.UTC().Format(time.RFC3339), strings.Join(q.Reasons, ","))
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		enquiry := "(erased)"
+		if q.Submission != nil {
+			enquiry = string(q.Submission)
+		}
+		_, err = fmt.Fprintf(stdout, "\nenquiry\n%s\n", enquiry)
+		return err
+
+	case "release":
+		keys, err := parseArgs(fs, args[1:], -1, spamUsage, stdout)
+		switch {
+		case errors.Is(err, errHelped):
+			return nil
+		case err != nil:
+			return err
+		case *clientID == "":
+			return &service.UsageError{Msg: "release needs --client", Usage: spamUsage}
+		case len(keys) == 0:
+			return &service.UsageError{Msg: "release needs a KEY", Usage: spamUsage}
+		}
+		op, closeOp, err := operatorFor(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeOp()
+		done, err := op.Store.Release(ctx, *clientID, keys)
+		if err != nil {
+			return err
+		}
+		for _, sk := range done.Skipped {
+			fmt.Fprintf(stderr, "key %s of client %s was not released (it is %s): left as it is\n", sk.Key, sk.ClientID, sk.State)
+		}
+		if *asJSON {
+			names := done.Keys
+			if names == nil {
+				names = []store.KeyName{}
+			}
+			err = printJSON(stdout, map[string]any{"released": len(done.Keys), "keys": names})
+		} else {
+			_, err = fmt.Fprintf(stdout, "released %d\n", len(done.Keys))
+		}
+		if err == nil && len(done.Skipped) > 0 {
+			err = fmt.Errorf("%d of the keys named were not released", len(done.Skipped))
+		}
+		return err
+	}
+	return &service.UsageError{Msg: fmt.Sprintf("unknown spam command %q", args[0]), Usage: spamUsage}
+}

@@ -46,6 +46,7 @@ type config struct {
 	RequestTimeout  time.Duration `envconfig:"REQUEST_TIMEOUT" default:"5s" desc:"bound on one request's database work; past it 503"`
 	JobMaxAttempts  int           `envconfig:"JOB_MAX_ATTEMPTS" default:"12" desc:"attempts of a lead job (set on each job the api enqueues)"`
 	MaxWait         time.Duration `envconfig:"MAX_WAIT" default:"30s" desc:"the longest a Prefer: wait request is held"`
+	DuplicateWindow time.Duration `envconfig:"DUPLICATE_WINDOW" default:"10m" desc:"a second enquiry of the same content and email under another key within this window is flagged as a possible duplicate; 0 turns it off"`
 	service.PersonalData
 }
 
@@ -64,6 +65,8 @@ func (c *config) validate() error {
 		return errors.New("JOB_MAX_ATTEMPTS must be at least 1")
 	case c.MaxWait <= 0:
 		return errors.New("MAX_WAIT must be positive")
+	case c.DuplicateWindow < 0:
+		return errors.New("DUPLICATE_WINDOW must not be negative (0 turns it off)")
 	case c.APIClients == "" && c.ClientsFile == "":
 		return errors.New("API_CLIENTS or CLIENTS_FILE is required")
 	}
@@ -93,6 +96,11 @@ const usageHeader = `Usage: api [migrate | erase | keys]
   api leads redrive --client ID KEY... [--json]
   api leads redrive --outcome downstream_unavailable [--client ID] [--since DURATION] [--dry-run] [--json]
                 re-open failed keys, as a retry of each would
+  api spam list [--client ID] [--since DURATION] [--limit N] [--json]
+  api spam show --client ID KEY [--json]
+  api spam release --client ID KEY... [--json]
+                list and look at quarantined enquiries, and release them
+                re-open failed keys, as a retry of each would
                 list, show, and settle a key awaiting reconciliation
 
 Environment (of api; the commands read DATABASE_URL, PII_HASH_KEY, the
@@ -112,6 +120,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runKeys(ctx, args[2:], stdout)
 		case a == "leads":
 			return runLeads(ctx, args[2:], stdout, stderr)
+		case a == "spam":
+			return runSpam(ctx, args[2:], stdout, stderr)
 		default:
 			return &service.UsageError{Msg: fmt.Sprintf("unknown argument %q (try -h)", a)}
 		}
@@ -188,6 +198,7 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 
 	st := store.New(p.Pool)
 	st.UseJobs(jobs.NewQueue(riverClient, clients))
+	st.FlagDuplicates(cfg.DuplicateWindow)
 	// Concurrent claims of new keys commit together, with their jobs
 	// inserted by one InsertManyTx.
 	if err := st.GroupClaims(store.GroupOpts{}); err != nil {
@@ -221,6 +232,7 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 		Waiters:         waiters,
 		MaxWait:         cfg.MaxWait,
 		HashKey:         hashKey,
+		KeyRetention:    cfg.KeyRetention,
 	})
 	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{
 		Gatherer:    p.Registry,
