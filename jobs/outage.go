@@ -71,9 +71,6 @@ const (
 	// downWait bounds the snooze of a lead waiting for a downstream that
 	// is down: a recovery (or the periodic WakeWaiting) wakes it sooner.
 	downWait = time.Hour
-	// sharedWait is the least a lead waits after a failure shared with
-	// other leads (lead.HoldShared) before it calls again.
-	sharedWait = time.Second
 	// stateFresh is how long a worker trusts what it last read of a
 	// downstream's state: a call to a downstream known to be up, without a
 	// rate limit, is made without asking the database.
@@ -200,10 +197,6 @@ func (g *gate) report(ctx context.Context, name string, leadID uuid.UUID, f *lea
 		held.Hold, held.RetryAfter = lead.HoldCalls, rep.Held
 	case rep.Down:
 		held.Hold, held.RetryAfter = lead.HoldDown, downWait
-	case rep.Shared:
-		// Other leads fail too: not this lead's failure to spend an
-		// attempt on (an optional step is given up after a few).
-		held.Hold, held.RetryAfter = lead.HoldShared, max(f.RetryAfter, sharedWait)
 	default:
 		return f, false, nil
 	}

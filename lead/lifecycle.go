@@ -238,10 +238,6 @@ const (
 	HoldCalls
 	// HoldRate: the downstream's rate limit has no room for the call yet.
 	HoldRate
-	// HoldShared: the call failed as other leads' calls did just before,
-	// with no success between: an outage, perhaps, not yet found. The
-	// failure is not the lead's own; it tries again a moment later.
-	HoldShared
 )
 
 // Failure is a failed call, classified.

@@ -22,8 +22,6 @@ var (
 	down     = &lead.Failure{Transient: true, Uncertain: true, Hold: lead.HoldDown, RetryAfter: 30 * time.Second}
 	heldLong = &lead.Failure{Transient: true, Hold: lead.HoldCalls, RetryAfter: 2 * time.Minute}
 	notSent  = &lead.Failure{Transient: true, Hold: lead.HoldRate, NotSent: true, RetryAfter: 5 * time.Second}
-	// shared failed as other leads' calls did, before an outage is found.
-	shared = &lead.Failure{Transient: true, Uncertain: true, Hold: lead.HoldShared, RetryAfter: time.Second}
 )
 
 func wait(k lead.Kind, d time.Duration) lead.Action {
@@ -167,12 +165,6 @@ func TestNext(t *testing.T) {
 			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending}},
 		{name: "NotificationDownWaitsHoweverLong", mode: upsert, s: accepted, ran: act(lead.ActNotify), failure: heldLong,
 			wantAct: wait(lead.ActNotify, 2*time.Minute), wantState: accepted},
-		{name: "NotificationSharedFailureSpendsNothing", mode: upsert, s: with(accepted, func(s *lead.State) { s.NotificationFailures = 2 }), ran: act(lead.ActNotify), failure: shared,
-			wantAct: wait(lead.ActNotify, time.Second), wantState: with(accepted, func(s *lead.State) { s.NotificationFailures = 2 })},
-		{name: "CRMSharedFailureOnTheLastAttemptWaits", mode: upsert, last: true, s: enriched, ran: act(lead.ActUpsert), failure: shared,
-			wantAct: wait(lead.ActUpsert, time.Second), wantState: enriched},
-		{name: "EnrichmentSharedFailureWaits", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: shared,
-			wantAct: wait(lead.ActEnrich, time.Second), wantState: lead.State{CRM: lead.CRMPending}},
 		{name: "NotificationHeldPastMaxAgeCompletesWithWarning", mode: upsert, expired: true, s: accepted, ran: act(lead.ActNotify), failure: down,
 			wantAct: finish(lead.OutcomeCompleted), wantState: with(accepted, func(s *lead.State) { s.Notification = lead.NotificationFailed })},
 

@@ -218,9 +218,6 @@ type Reported struct {
 	NextProbe time.Duration
 	// Held is how long the downstream holds every call (a Retry-After).
 	Held time.Duration
-	// Shared: the failures in a row, this one among them, are of more than
-	// one lead: the downstream is failing others too, not this lead alone.
-	Shared bool
 }
 
 // reportSuccessSQL records a success: the downstream is up, and its
@@ -262,8 +259,7 @@ UPDATE downstreams d SET
                       THEN greatest(coalesce(d.held_until, now()), now() + @hold_for::float8 * interval '1 second')
                       ELSE d.held_until END
 FROM m WHERE d.name = m.name
-RETURNING NOT d.up, coalesce(extract(epoch FROM d.next_probe_at - now()), 0), coalesce(extract(epoch FROM d.held_until - now()), 0),
-    @hold_for::float8 <= 0 AND cardinality(m.leads) >= 2`
+RETURNING NOT d.up, coalesce(extract(epoch FROM d.next_probe_at - now()), 0), coalesce(extract(epoch FROM d.held_until - now()), 0)`
 
 // ReportSuccess records that a call to the downstream name succeeded:
 // whatever failures were in a row end, and an outage ends (Recovered).
@@ -288,7 +284,7 @@ func (s *Store) ReportFailure(ctx context.Context, name string, leadID uuid.UUID
 	err := s.db.QueryRow(ctx, reportFailureSQL, pgx.NamedArgs{
 		"name": name, "lead": leadID, "hold_for": holdFor.Seconds(), "threshold": o.Failures,
 		"probe_interval": o.ProbeInterval.Seconds(),
-	}).Scan(&r.Down, &probeIn, &heldIn, &r.Shared)
+	}).Scan(&r.Down, &probeIn, &heldIn)
 	if err != nil {
 		return r, fmt.Errorf("report %s: %w", name, err)
 	}
