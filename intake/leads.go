@@ -186,7 +186,7 @@ func (sub *submitter) judge(ctx context.Context, c echo.Context, pk string, addr
 	if addr.IsValid() {
 		remote = addr.String()
 	}
-	reasons, err := sub.spam.Judge(ctx, policy, c.Request().Header.Values(spam.Header), remote)
+	reasons, err := sub.spam.Judge(ctx, policy, c.Request().Header.Values(spam.Header), remote, p.ClientID+"\x00"+p.Key)
 	if err != nil {
 		return &response.Error{Code: response.CodeCaptchaUnavailable,
 			Message: "the captcha could not be verified just now; send the enquiry again", Err: err}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/dunglas/httpsfv"
+	"github.com/google/uuid"
 
 	"github.com/leadintake/leadintake/callers"
 )
@@ -113,10 +114,11 @@ var ErrCaptchaUnavailable = errors.New("the captcha could not be verified")
 // Judge is the verdict on a new key's submission through a publishable key
 // with policy: the reasons it is spam, none when it is not. values are the
 // request's Form-Signals; remoteIP is the visitor's address, sent to the
-// siteverify service. A captcha is verified only when nothing else made the
-// submission spam already. It returns ErrCaptchaUnavailable (wrapped) when
-// the captcha cannot be verified.
-func (v *Verifier) Judge(ctx context.Context, policy *callers.Spam, values []string, remoteIP string) ([]string, error) {
+// siteverify service; submission names the submission across its retries
+// (its client and Idempotency-Key). A captcha is verified only when nothing
+// else made the submission spam already. It returns ErrCaptchaUnavailable
+// (wrapped) when the captcha cannot be verified.
+func (v *Verifier) Judge(ctx context.Context, policy *callers.Spam, values []string, remoteIP, submission string) ([]string, error) {
 	sig, ok := ParseSignals(values)
 	if !ok {
 		return []string{ReasonNoSignals}, nil
@@ -134,7 +136,7 @@ func (v *Verifier) Judge(ctx context.Context, policy *callers.Spam, values []str
 	if sig.Captcha == "" || len(sig.Captcha) > MaxToken {
 		return []string{ReasonCaptchaFailed}, nil
 	}
-	valid, err := v.verify(ctx, policy.Captcha, sig.Captcha, remoteIP)
+	valid, err := v.verify(ctx, policy.Captcha, sig.Captcha, remoteIP, verificationKey(submission, sig.Captcha))
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +177,8 @@ type siteverifyAnswer struct {
 // verify asks c's siteverify service about token: a form-encoded POST of
 // secret, response and remoteip, answered {"success": bool}. Its errors wrap
 // ErrCaptchaUnavailable and never quote the secret or the token.
-func (v *Verifier) verify(ctx context.Context, c *callers.Captcha, token, remoteIP string) (bool, error) {
-	form := url.Values{"secret": {c.Secret}, "response": {token}}
+func (v *Verifier) verify(ctx context.Context, c *callers.Captcha, token, remoteIP, idempotencyKey string) (bool, error) {
+	form := url.Values{"secret": {c.Secret}, "response": {token}, "idempotency_key": {idempotencyKey}}
 	if remoteIP != "" {
 		form.Set("remoteip", remoteIP)
 	}
@@ -217,4 +219,17 @@ func transportCause(err error) string {
 	default:
 		return "siteverify could not be reached"
 	}
+}
+
+// verificationNamespace is the UUID namespace of verificationKey.
+var verificationNamespace = uuid.MustParse("5d1f0b38-4a7e-4c1e-9f3b-8c2d7e6a9b10")
+
+// verificationKey is the idempotency_key of a token's verification: a UUID
+// of the submission and its token. A token is good for one verification;
+// when the first one's answer was lost (a time-out: 503 captcha_unavailable)
+// the page's retry sends the same token under the same key, and Turnstile
+// answers the same key with the same verdict rather than as a token used
+// twice. Services without the parameter ignore it.
+func verificationKey(submission, token string) string {
+	return uuid.NewSHA1(verificationNamespace, []byte(submission+"\x00"+token)).String()
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"uuid"
 
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/internal/testkit"
@@ -107,7 +108,7 @@ func TestJudge(t *testing.T) {
 			if tt.header != "" {
 				values = []string{tt.header}
 			}
-			got, err := v.Judge(ctx, tt.policy, values, "203.0.113.9")
+			got, err := v.Judge(ctx, tt.policy, values, "203.0.113.9", "a/key-1")
 			if err != nil || !slices.Equal(got, tt.want) {
 				t.Errorf("%q: %v %v, want %v", tt.header, got, err, tt.want)
 			}
@@ -122,30 +123,54 @@ func TestJudge(t *testing.T) {
 		})
 		policy := &callers.Spam{MinSeconds: 2, Captcha: &callers.Captcha{VerifyURL: sv.URL, Secret: secret}}
 		v := spam.NewVerifier(time.Second)
-		if got, err := v.Judge(ctx, policy, []string{`t=5, captcha="good-token"`}, "203.0.113.9"); err != nil || got != nil {
+		if got, err := v.Judge(ctx, policy, []string{`t=5, captcha="good-token"`}, "203.0.113.9", "a/key-1"); err != nil || got != nil {
 			t.Fatalf("a good token: %v %v", got, err)
 		}
 		form, _ := sv.lastReq.Load().(interface{ Get(string) string })
 		if form == nil || form.Get("remoteip") != "203.0.113.9" || form.Get("secret") != secret {
 			t.Errorf("siteverify was sent %v", sv.lastReq.Load())
 		}
+		// The verification of a token for a submission has one
+		// idempotency_key, a UUID, whatever the retry: another submission
+		// or another token has another.
+		first := form.Get("idempotency_key")
+		if _, err := uuid.Parse(first); err != nil {
+			t.Errorf("idempotency_key %q is no UUID", first)
+		}
+		keyOf := func(submission, token string) string {
+			t.Helper()
+			if _, err := v.Judge(ctx, policy, []string{`t=9, captcha="` + token + `"`}, "", submission); err != nil {
+				t.Fatal(err)
+			}
+			return sv.lastReq.Load().(interface{ Get(string) string }).Get("idempotency_key")
+		}
+		if again := keyOf("a/key-1", "good-token"); again != first {
+			t.Errorf("a retry's idempotency_key %q, want the first's %q", again, first)
+		}
+		if other := keyOf("a/key-2", "good-token"); other == first {
+			t.Error("another submission has the same idempotency_key")
+		}
+		if other := keyOf("a/key-1", "bad-token"); other == first {
+			t.Error("another token has the same idempotency_key")
+		}
+		counted := sv.calls.Load()
 		for header, want := range map[string]string{
 			`t=5, captcha="bad-token"`: spam.ReasonCaptchaFailed,
 			`t=5`:                      spam.ReasonCaptchaFailed,
 			`t=5, captcha="` + strings.Repeat("a", spam.MaxToken+1) + `"`: spam.ReasonCaptchaFailed,
 		} {
-			if got, err := v.Judge(ctx, policy, []string{header}, ""); err != nil || !slices.Equal(got, []string{want}) {
+			if got, err := v.Judge(ctx, policy, []string{header}, "", "a/key-1"); err != nil || !slices.Equal(got, []string{want}) {
 				t.Errorf("%.40q: %v %v, want %s", header, got, err, want)
 			}
 		}
-		// Two calls: the good and the bad token; none for the missing and
-		// the long one, nor for a submission spam already.
+		// One call, for the bad token; none for the missing and the long
+		// one, nor for a submission spam already.
 		before := sv.calls.Load()
-		if got, _ := v.Judge(ctx, policy, []string{`hp=?1, t=5, captcha="good-token"`}, ""); !slices.Equal(got, []string{spam.ReasonHoneypot}) {
+		if got, _ := v.Judge(ctx, policy, []string{`hp=?1, t=5, captcha="good-token"`}, "", "a/key-1"); !slices.Equal(got, []string{spam.ReasonHoneypot}) {
 			t.Errorf("a honeypot with a captcha: %v", got)
 		}
-		if n := sv.calls.Load(); n != 2 || before != 2 {
-			t.Errorf("%d calls to siteverify, want 2", n)
+		if n := sv.calls.Load(); n-counted != 1 || before-counted != 1 {
+			t.Errorf("%d calls to siteverify, want 1", n-counted)
 		}
 	})
 
@@ -170,7 +195,7 @@ func TestJudge(t *testing.T) {
 				t.Parallel()
 				sv := newSiteverify(t, h)
 				policy := &callers.Spam{Captcha: &callers.Captcha{VerifyURL: sv.URL, Secret: secret}}
-				got, err := spam.NewVerifier(300*time.Millisecond).Judge(ctx, policy, []string{`t=5, captcha="good-token"`}, "")
+				got, err := spam.NewVerifier(300*time.Millisecond).Judge(ctx, policy, []string{`t=5, captcha="good-token"`}, "", "a/key-1")
 				if !errors.Is(err, spam.ErrCaptchaUnavailable) || got != nil {
 					t.Fatalf("%v %v, want ErrCaptchaUnavailable", got, err)
 				}
