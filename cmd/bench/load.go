@@ -61,16 +61,26 @@ func (g *loadGen) post(ctx context.Context, key string, read int) (answer, error
 // postPrefer submits the bench body under key with a Prefer header (none
 // when prefer is empty), such as "wait=5".
 func (g *loadGen) postPrefer(ctx context.Context, key string, read int, prefer string) (answer, error) {
+	var h http.Header
+	if prefer != "" {
+		h = http.Header{"Prefer": {prefer}}
+	}
+	return g.postAs(ctx, key, read, g.token, h)
+}
+
+// postAs submits the bench body under key with the bearer token (or
+// publishable key) token and the headers h besides (nil for none).
+func (g *loadGen) postAs(ctx context.Context, key string, read int, token string, h http.Header) (answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url, bytes.NewReader(g.body))
 	if err != nil {
 		return answer{}, err
 	}
-	req.Header.Set("Authorization", "Bearer "+g.token)
+	for name, v := range h {
+		req.Header[name] = v
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("Content-Type", "application/json")
-	if prefer != "" {
-		req.Header.Set("Prefer", prefer)
-	}
 	start := time.Now()
 	resp, err := g.client.Do(req)
 	if err != nil {

@@ -69,7 +69,7 @@ type options struct {
 	phases                                   map[string]bool
 }
 
-var allPhases = []string{"pgbench", "claims", "paced", "wait", "callbacks", "burst", "system", "replays"}
+var allPhases = []string{"pgbench", "claims", "spam", "paced", "wait", "callbacks", "burst", "system", "replays"}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -155,9 +155,12 @@ type results struct {
 	} `json:"pgbench"`
 	Service struct {
 		// Claims: every request a new key, answered 202 and not replayed.
-		Claims *loadResult  `json:"claims,omitempty"`
-		Paced  *pacedResult `json:"paced,omitempty"`
-		Wait   *waitResult  `json:"prefer_wait,omitempty"`
+		Claims *loadResult `json:"claims,omitempty"`
+		// Spam: new keys of a bearer token and of a page's publishable
+		// keys, unjudged and judged, in turn at a paced rate.
+		Spam  *spamResult  `json:"spam,omitempty"`
+		Paced *pacedResult `json:"paced,omitempty"`
+		Wait  *waitResult  `json:"prefer_wait,omitempty"`
 		// Callbacks: the delivery of each finish to a client's callback.
 		Callbacks *callbackResult `json:"callbacks,omitempty"`
 		Burst     *burstResult    `json:"burst,omitempty"`
@@ -255,7 +258,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		checkQuiet("after pgbench")
 	}
-	if o.phases["claims"] || o.phases["paced"] || o.phases["wait"] || o.phases["callbacks"] || o.phases["burst"] || o.phases["system"] || o.phases["replays"] {
+	if o.phases["claims"] || o.phases["spam"] || o.phases["paced"] || o.phases["wait"] || o.phases["callbacks"] || o.phases["burst"] || o.phases["system"] || o.phases["replays"] {
 		if err := runServicePhases(ctx, o, bins, &res, warn); err != nil {
 			return err
 		}
@@ -465,6 +468,18 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 		// starts on an empty queue rather than a backlog of thousands.
 		if _, err := pool.Exec(ctx, "TRUNCATE idempotency_keys, leads, river_job"); err != nil {
 			return fmt.Errorf("clear the claims: %w", err)
+		}
+	}
+
+	if o.phases["spam"] {
+		checkpoint(ctx, dbURL)
+		fmt.Printf("spam: %.0f new keys/s for %s, a bearer token's and pages' in turn (worker stopped)...\n", o.rate, o.paced)
+		res.Service.Spam = runSpamPhase(ctx, lg, s.token, "spam-"+run, o.rate, o.paced)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if _, err := pool.Exec(ctx, "TRUNCATE idempotency_keys, leads, river_job"); err != nil {
+			return fmt.Errorf("clear the spam phase's claims: %w", err)
 		}
 	}
 
@@ -792,6 +807,7 @@ func printSummary(r *results) {
 	printSystem("whole system: completed leads", r.Service.System)
 	lr("new claims (worker stopped)", r.Service.Claims)
 	lr("replays of finished keys", r.Service.Replays)
+	printSpam(r.Service.Spam)
 	if p := r.Service.Paced; p != nil {
 		fmt.Printf("  %-34s p50 %6.2f ms  p90 %6.2f ms  p99 %6.2f ms  max %6.2f ms  (%d leads at %.0f/s, %d errors)\n",
 			"POST to notification", p.PostToNotify.P50Ms, p.PostToNotify.P90Ms, p.PostToNotify.P99Ms, p.PostToNotify.MaxMs, p.Leads, p.Rate, p.Errors)

@@ -50,7 +50,10 @@ type stack struct {
 	worker           *system.Process
 	fake             *fake.Server
 	fakeSrv          *httptest.Server
-	notify           *notifyLog
+	// verify is the stand-in for a captcha's siteverify service the spam
+	// phase's captcha key verifies its tokens with: every token is good.
+	verify *httptest.Server
+	notify *notifyLog
 	// stopAnalyze ends the stand-in for autovacuum's ANALYZE; nil when
 	// the server runs autovacuum itself.
 	stopAnalyze func()
@@ -136,10 +139,16 @@ func newStack(bins *system.Binaries, dbURL string, pool *pgxpool.Pool) (*stack, 
 		}
 		s.fake.ServeHTTP(w, r)
 	}))
+	s.verify = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"success": true}`)
+	}))
 	s.clientsFile = filepath.Join(dir, "clients.yaml")
 	if err := os.WriteFile(s.clientsFile, s.clientsYAML(), 0o600); err != nil {
 		s.fake.Close()
 		s.fakeSrv.Close()
+		s.verify.Close()
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
@@ -148,7 +157,8 @@ func newStack(bins *system.Binaries, dbURL string, pool *pgxpool.Pool) (*stack, 
 }
 
 // clientsYAML is the clients file of both processes: the bench's client,
-// and benchCallbackClient with its callback to the fake's receiver.
+// with the publishable keys of the spam phase, and benchCallbackClient with
+// its callback to the fake's receiver.
 func (s *stack) clientsYAML() []byte {
 	hash := func(token string) string {
 		sum := sha256.Sum256([]byte(token))
@@ -157,12 +167,22 @@ func (s *stack) clientsYAML() []byte {
 	return fmt.Appendf(nil, `clients:
   - id: %s
     tokens_sha256: [%s]
+    publishable_keys:
+      - key: %s
+        origins: [%s]
+      - key: %s
+        origins: [%s]
+        spam: {}
+      - key: %s
+        origins: [%s]
+        spam: {captcha: {verify_url: %s, secret: bench-captcha-secret}}
   - id: %s
     tokens_sha256: [%s]
     callback:
       url: %s/callbacks/%s
       secret: %s
-`, benchClient, hash(s.token), benchCallbackClient, hash(s.cbToken), s.fakeSrv.URL, benchCallbackClient, benchCallbackSecret)
+`, benchClient, hash(s.token), pkPlain, benchOrigin, pkJudged, benchOrigin, pkCaptcha, benchOrigin, s.verify.URL,
+		benchCallbackClient, hash(s.cbToken), s.fakeSrv.URL, benchCallbackClient, benchCallbackSecret)
 }
 
 // analyzeEvery is how often keepAnalyzed analyzes the tables.
@@ -209,6 +229,8 @@ func (s *stack) startAPI(ctx context.Context) error {
 		"ADMIN_ADDR=127.0.0.1:0",
 		"PII_HASH_KEY=bench-pii-hash-key-0123456789abcdefghij",
 		"CLIENTS_FILE=" + s.clientsFile,
+		// Every page request of the spam phase comes from 127.0.0.1.
+		"PUBLIC_RATE_LIMIT=1000000/s",
 	})
 	if err != nil {
 		return err
@@ -287,6 +309,7 @@ func (s *stack) close() {
 	apiPID, workerPID = 0, 0
 	s.fake.Close()
 	s.fakeSrv.Close()
+	s.verify.Close()
 	_ = os.RemoveAll(s.dir)
 }
 
