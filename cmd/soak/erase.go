@@ -62,9 +62,15 @@ func (l *load) eraseCandidate(rng *rand.Rand) *submission {
 		if sub.supersedes != "" || sub.finalSeen() {
 			continue
 		}
+		// A mark once set stays: a submission chosen before comes by
+		// again while it is recent (its key finished by the erasure,
+		// its client never asked again: no final answer seen), and the
+		// outages' check and amend read the mark.
 		sub.mu.Lock()
 		ok := sub.accepted && !sub.amended && !sub.erasing
-		sub.erasing = ok
+		if ok {
+			sub.erasing = true
+		}
 		sub.mu.Unlock()
 		if ok {
 			return sub

@@ -392,7 +392,9 @@ func (l *load) amend(sub *submission, n int64, rng *rand.Rand) {
 	for depth := 1; depth <= 2; depth++ {
 		sub.mu.Lock()
 		ok := sub.accepted && !sub.erasing && !sub.amended
-		sub.amended = ok
+		if ok {
+			sub.amended = true
+		}
 		sub.mu.Unlock()
 		if !ok {
 			return
