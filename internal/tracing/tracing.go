@@ -1,0 +1,205 @@
+// Package tracing is leadintake's OpenTelemetry setup: one trace per
+// submission, from the POST that claimed (or last re-opened) its key to
+// the lead's job, its database work, its downstream calls and its callback
+// deliveries.
+//
+// Export is configured by the standard OTEL_ variables, read by the SDK;
+// Setup only decides whether there is anything to export (Enabled). Span
+// attributes carry ids (lead, job, client), never personal data, a token
+// or an idempotency key: what the instrumentation libraries would record
+// of a request beyond its route is removed before export (see scrub).
+package tracing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/exaring/otelpgx"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// instrumentation is the name of leadintake's own tracer.
+const instrumentation = "github.com/leadintake/leadintake"
+
+// Tracer returns leadintake's tracer, from the global provider (Setup).
+func Tracer() trace.Tracer { return otel.Tracer(instrumentation) }
+
+// propagator is W3C Trace Context: traceparent and tracestate.
+var propagator = propagation.TraceContext{}
+
+// Enabled reports, from the environment as getenv reads it, whether traces
+// are exported: OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+// or an OTEL_TRACES_EXPORTER other than none is set, and neither
+// OTEL_SDK_DISABLED=true nor OTEL_TRACES_EXPORTER=none says otherwise.
+func Enabled(getenv func(string) string) bool {
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return false
+	}
+	switch exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); exp {
+	case "none":
+		return false
+	case "":
+		return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	default:
+		return true
+	}
+}
+
+// Options are what Setup takes beyond the environment.
+type Options struct {
+	// Getenv reads the environment; nil is os.Getenv's equivalent
+	// (the SDK reads the OTEL_ variables from the process's environment in
+	// any case).
+	Getenv func(string) string
+	// Exporter replaces the OTLP exporter (tests, the bench); nil for
+	// OTLP over HTTP as the OTEL_ variables configure it.
+	Exporter sdktrace.SpanExporter
+}
+
+// Setup sets the global propagator (W3C Trace Context, always: an incoming
+// traceparent is carried on even when nothing is exported) and, when
+// Enabled, a global tracer provider that exports over OTLP/HTTP in
+// batches, with the SDK's sampler (OTEL_TRACES_SAMPLER and
+// OTEL_TRACES_SAMPLER_ARG, parent-based by default) and the service name
+// OTEL_SERVICE_NAME, else service. Otherwise the tracer provider stays
+// OpenTelemetry's no-op one: nothing is recorded, no connection opened.
+//
+// shutdown flushes the spans still buffered and stops the export; call it
+// once the process's work ended, with a bounded context. It is a no-op
+// when nothing is exported.
+func Setup(ctx context.Context, service string, o Options) (shutdown func(context.Context) error, enabled bool, err error) {
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	otel.SetTextMapPropagator(propagator)
+	noop := func(context.Context) error { return nil }
+	if !Enabled(getenv) {
+		return noop, false, nil
+	}
+	exporter := o.Exporter
+	if exporter == nil {
+		switch exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); exp {
+		case "", "otlp":
+		default:
+			return noop, false, fmt.Errorf("OTEL_TRACES_EXPORTER: %q is not one of otlp, none", exp)
+		}
+		proto := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+		if proto == "" {
+			proto = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+		}
+		if proto != "" && proto != "http/protobuf" {
+			return noop, false, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL: %q is not supported (http/protobuf only)", proto)
+		}
+		// The exporter reads its endpoint, headers, time-out and TLS
+		// settings from the OTEL_EXPORTER_OTLP_ variables; it connects
+		// on the first export.
+		exporter, err = otlptracehttp.New(ctx)
+		if err != nil {
+			return noop, false, fmt.Errorf("tracing: OTLP exporter: %w", err)
+		}
+	}
+	res, err := resource.Merge(
+		resource.NewSchemaless(semconv.ServiceName(service)),
+		// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win.
+		resource.Environment(),
+	)
+	if err != nil {
+		return noop, false, fmt.Errorf("tracing: resource: %w", err)
+	}
+	res, err = resource.Merge(resource.Default(), res)
+	if err != nil {
+		return noop, false, fmt.Errorf("tracing: resource: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(scrub{exporter}),
+		sdktrace.WithResource(res),
+	)
+	otel.SetTracerProvider(tp)
+	return func(ctx context.Context) error {
+		err := tp.Shutdown(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("tracing: flush spans: %w", err)
+		}
+		return err
+	}, true, nil
+}
+
+// TraceParent returns the W3C traceparent of ctx's span ("" when ctx has
+// none): what a job's metadata and a lead's row keep of the request that
+// started them. It holds ids and flags only.
+func TraceParent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ""
+	}
+	c := propagation.MapCarrier{}
+	propagator.Inject(ctx, c)
+	return c["traceparent"]
+}
+
+// WithTraceParent returns ctx with the remote span context of traceparent
+// as its parent (ctx itself when traceparent is empty or not valid).
+func WithTraceParent(ctx context.Context, traceparent string) context.Context {
+	if traceparent == "" {
+		return ctx
+	}
+	return propagator.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
+}
+
+// Transport wraps base (nil for http.DefaultTransport) so that every call
+// is a client span named "METHOD name" (name: the downstream called, such
+// as crm) whose context goes out as traceparent. The span's URL keeps the
+// origin only (see scrub): paths hold references, queries and user-info
+// may hold credentials.
+func Transport(base http.RoundTripper, name string) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return otelhttp.NewTransport(base,
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + name }),
+		otelhttp.WithPropagators(propagator),
+	)
+}
+
+// Handler wraps h, a server's handler, so that every request is a server
+// span, the child of the request's traceparent when it has one. The span
+// is named by its method until the router names it by route (Route).
+func Handler(h http.Handler) http.Handler {
+	return otelhttp.NewHandler(h, "http.server",
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
+		otelhttp.WithPropagators(propagator),
+	)
+}
+
+// NameByRoute names the server span of ctx "METHOD route", route being the
+// template the router matched (such as /v1/operations/:key, never the path
+// with a key in it), and records the route as http.route and url.path.
+// Nothing is done for an empty route (no route matched).
+func NameByRoute(ctx context.Context, method, route string) {
+	span := trace.SpanFromContext(ctx)
+	if route == "" || !span.IsRecording() {
+		return
+	}
+	span.SetName(method + " " + route)
+	span.SetAttributes(semconv.HTTPRoute(route), semconv.URLPath(route))
+}
+
+// TracePool makes every statement of the pool cfg configures a client span
+// of the span in its context (none without one), with the statement's SQL
+// and never its parameters (they hold personal data), nor the connection's
+// user or address.
+func TracePool(cfg *pgxpool.Config) {
+	cfg.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithDisableConnectionDetailsInAttributes())
+}
