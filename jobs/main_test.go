@@ -132,7 +132,7 @@ type leadJobs struct {
 	insert enqueueFunc
 }
 
-func (j leadJobs) ProcessLeads(ctx context.Context, tx pgx.Tx, leads []uuid.UUID) ([]int64, error) {
+func (j leadJobs) ProcessLeads(ctx context.Context, tx pgx.Tx, leads []uuid.UUID, _ []string) ([]int64, error) {
 	ids := make([]int64, len(leads))
 	for i, id := range leads {
 		var err error

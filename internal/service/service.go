@@ -25,6 +25,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/leadintake/leadintake/internal/tracing"
 )
 
 // RunFunc is a binary's whole program: its arguments (the program's name
@@ -154,6 +156,9 @@ func OpenPool(ctx context.Context, databaseURL string, opts PoolOpts) (*pgxpool.
 			cfg.ConnConfig.RuntimeParams[k] = v
 		}
 	}
+	// Statements in a traced context are spans of it; their parameters
+	// are never recorded.
+	tracing.TracePool(cfg)
 	if writable := urlParam(databaseURL, "target_session_attrs"); writable == "read-write" || writable == "primary" {
 		// A connection is checked for a server that takes writes when it
 		// is made; a server that stops taking them later (a primary fenced
@@ -219,22 +224,33 @@ type Process struct {
 
 	common  *Common
 	hangups *hangups // nil when SIGHUP is not caught (run in-process)
-	group   *errgroup.Group
-	ctx     context.Context
-	cancel  context.CancelFunc
+	// flush sends the spans still buffered (tracing.Setup).
+	flush  func(context.Context) error
+	group  *errgroup.Group
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
-// Start opens what a process needs: the logger (on stdout), the pool and a
-// registry holding the Go runtime's and the process's own metrics. The
-// process's work stops when ctx ends; Wait waits for it.
+// Start opens what a process needs: the logger (on stdout), the tracer
+// provider (tracing.Setup, under the service name pool.ApplicationName
+// unless OTEL_SERVICE_NAME is set), the pool and a registry holding the Go
+// runtime's and the process's own metrics. The process's work stops when
+// ctx ends; Wait waits for it.
 func Start(ctx context.Context, c *Common, stdout io.Writer, pool PoolOpts) (*Process, error) {
 	logger, err := NewLogger(stdout, c.LogFormat, c.LogLevel)
 	if err != nil {
 		return nil, err
 	}
-	p, err := OpenPool(ctx, c.DatabaseURL, pool)
+	flush, traced, err := tracing.Setup(ctx, pool.ApplicationName, tracing.Options{})
 	if err != nil {
 		return nil, err
+	}
+	if traced {
+		logger.Info("traces exported", slog.String("service", pool.ApplicationName))
+	}
+	p, err := OpenPool(ctx, c.DatabaseURL, pool)
+	if err != nil {
+		return nil, errors.Join(err, flush(ctx))
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -244,7 +260,7 @@ func Start(ctx context.Context, c *Common, stdout io.Writer, pool PoolOpts) (*Pr
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	group, gctx := errgroup.WithContext(ctx)
-	return &Process{Logger: logger, Pool: p, Registry: registry, common: c, hangups: hangups, group: group, ctx: gctx, cancel: cancel}, nil
+	return &Process{Logger: logger, Pool: p, Registry: registry, common: c, hangups: hangups, group: group, ctx: gctx, cancel: cancel, flush: flush}, nil
 }
 
 // Context is done when the process is told to stop, or when any of its work
@@ -294,7 +310,8 @@ func (p *Process) OnHangup(fn func()) {
 	})
 }
 
-// Wait waits for the process's work to end, and closes the pool.
+// Wait waits for the process's work to end, closes the pool, and sends the
+// spans still buffered, within SHUTDOWN_TIMEOUT.
 func (p *Process) Wait() error {
 	err := p.group.Wait()
 	if p.hangups != nil {
@@ -302,6 +319,11 @@ func (p *Process) Wait() error {
 	}
 	p.cancel()
 	p.Pool.Close()
+	fctx, cancel := context.WithTimeout(context.Background(), p.common.ShutdownTimeout)
+	defer cancel()
+	if ferr := p.flush(fctx); ferr != nil {
+		p.Logger.Warn("spans not flushed", slog.String("error", ferr.Error()))
+	}
 	return err
 }
 
