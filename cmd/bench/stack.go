@@ -223,7 +223,7 @@ func keepAnalyzed(pool *pgxpool.Pool, every time.Duration) func() {
 }
 
 func (s *stack) startAPI(ctx context.Context) error {
-	p, err := system.Start(s.bins.Path("api"), []string{
+	p, err := system.Start(s.bins.Path("api"), append([]string{
 		"DATABASE_URL=" + s.dbURL,
 		"API_ADDR=127.0.0.1:0",
 		"ADMIN_ADDR=127.0.0.1:0",
@@ -231,7 +231,7 @@ func (s *stack) startAPI(ctx context.Context) error {
 		"CLIENTS_FILE=" + s.clientsFile,
 		// Every page request of the spam phase comes from 127.0.0.1.
 		"PUBLIC_RATE_LIMIT=1000000/s",
-	})
+	}, traceEnv...))
 	if err != nil {
 		return err
 	}
@@ -248,7 +248,7 @@ func (s *stack) startAPI(ctx context.Context) error {
 }
 
 func (s *stack) startWorker(ctx context.Context) error {
-	p, err := system.Start(s.bins.Path("worker"), []string{
+	p, err := system.Start(s.bins.Path("worker"), append([]string{
 		"DATABASE_URL=" + s.dbURL,
 		"ADMIN_ADDR=127.0.0.1:0",
 		"PII_HASH_KEY=bench-pii-hash-key-0123456789abcdefghij",
@@ -256,7 +256,7 @@ func (s *stack) startWorker(ctx context.Context) error {
 		"CRM_URL=" + s.fakeSrv.URL + "/crm",
 		"NOTIFY_URL=" + s.fakeSrv.URL + "/notify",
 		"CLIENTS_FILE=" + s.clientsFile,
-	})
+	}, traceEnv...))
 	if err != nil {
 		return err
 	}

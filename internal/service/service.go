@@ -87,6 +87,21 @@ type Common struct {
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"graceful-stop budget"`
 	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	Tracing
+}
+
+// Tracing are the OpenTelemetry variables a serving process honours. The
+// SDK reads them itself (every other OTEL_ variable of the SDK and the
+// OTLP exporter too); they are here for the usage table, as text, so that
+// a value is the SDK's to judge (see internal/tracing).
+type Tracing struct {
+	OTLPEndpoint       string `envconfig:"OTEL_EXPORTER_OTLP_ENDPOINT" desc:"OTLP/HTTP collector base URL (such as http://jaeger:4318); set, traces are exported"`
+	OTLPTracesEndpoint string `envconfig:"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" desc:"OTLP/HTTP traces URL, in full (.../v1/traces); set, traces are exported"`
+	TracesExporter     string `envconfig:"OTEL_TRACES_EXPORTER" desc:"otlp exports traces (to localhost:4318 without an endpoint), none exports none; unset, traces are exported only with an endpoint"`
+	TracesSampler      string `envconfig:"OTEL_TRACES_SAMPLER" desc:"the SDK's sampler; unset parentbased_always_on (parentbased_traceidratio with OTEL_TRACES_SAMPLER_ARG samples a share of new traces)"`
+	TracesSamplerArg   string `envconfig:"OTEL_TRACES_SAMPLER_ARG" desc:"the sampler's argument: the ratio of traceidratio samplers, 0 to 1"`
+	ServiceName        string `envconfig:"OTEL_SERVICE_NAME" desc:"the service of the process's spans; unset leadintake-api or leadintake-worker"`
+	SDKDisabled        string `envconfig:"OTEL_SDK_DISABLED" desc:"true exports no traces, whatever the other OTEL_ variables say"`
 }
 
 // Validate checks what Common holds beyond its types.
