@@ -804,6 +804,9 @@ func printSummary(r *results) {
 	fmt.Printf("leadintake bench, %s, %d CPUs (%s), %s, %s\n", r.Date.Format(time.RFC3339), r.Machine.NProc,
 		r.Machine.CPUModel, r.Machine.Postgres, r.Machine.Go)
 	fmt.Printf("load average at start %.2f, at end %.2f\n", r.Machine.LoadAtStart[0], r.LoadEnd[0])
+	if r.Flags.Tracing > 0 {
+		fmt.Printf("tracing at ratio %g: %d spans exported by the api and the worker (received and discarded in process)\n", r.Flags.Tracing, r.TracedSpans)
+	}
 	pg := func(name string, p *pgbenchResult) {
 		if p != nil {
 			fmt.Printf("  %-34s %9.0f tx/s   p50 %6.2f ms  p99 %6.2f ms  (%d failed; cores: machine %.2f, postgres %.2f, pgbench client %.2f, other %.2f)\n",
