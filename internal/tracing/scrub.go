@@ -15,8 +15,9 @@ import (
 // it, what the instrumentation libraries record of a request beyond its
 // route and what they may record of a person: a server span's url.path is
 // its route (or nothing, when no route matched), a URL keeps its origin
-// only (a path holds references, a query or user-info credentials), and
-// the client's address, the peer's and the user agent go.
+// only (a path holds references, a query or user-info credentials), the
+// client's address, the peer's and the user agent go, and a database
+// error's text (which may quote a value) is replaced.
 type scrub struct{ next sdktrace.SpanExporter }
 
 // dropped are the attributes scrub removes wherever they are.
@@ -38,9 +39,19 @@ func (s scrub) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) e
 	out := make([]sdktrace.ReadOnlySpan, len(spans))
 	for i, sp := range spans {
 		stub := tracetest.SpanStubFromReadOnlySpan(sp)
+		db := isDatabase(stub.Attributes)
 		stub.Attributes = scrubAttrs(stub.Attributes)
 		for j := range stub.Events {
 			stub.Events[j].Attributes = scrubAttrs(stub.Events[j].Attributes)
+			if db {
+				stub.Events[j].Attributes = dropKey(stub.Events[j].Attributes, semconv.ExceptionMessageKey)
+			}
+		}
+		if db && stub.Status.Description != "" {
+			// A database error may quote a value it was given ("invalid
+			// input syntax for type uuid: ..."); its SQLSTATE stays, as
+			// an attribute.
+			stub.Status.Description = "database error"
 		}
 		for j := range stub.Links {
 			stub.Links[j].Attributes = scrubAttrs(stub.Links[j].Attributes)
@@ -51,6 +62,27 @@ func (s scrub) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) e
 }
 
 func (s scrub) Shutdown(ctx context.Context) error { return s.next.Shutdown(ctx) }
+
+// isDatabase reports whether attrs are a database client span's.
+func isDatabase(attrs []attribute.KeyValue) bool {
+	for _, a := range attrs {
+		if a.Key == semconv.DBSystemNameKey {
+			return true
+		}
+	}
+	return false
+}
+
+// dropKey returns attrs without key.
+func dropKey(attrs []attribute.KeyValue, key attribute.Key) []attribute.KeyValue {
+	out := attrs[:0:0]
+	for _, a := range attrs {
+		if a.Key != key {
+			out = append(out, a)
+		}
+	}
+	return out
+}
 
 // scrubAttrs returns attrs without what scrub removes.
 func scrubAttrs(attrs []attribute.KeyValue) []attribute.KeyValue {

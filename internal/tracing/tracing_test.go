@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -215,5 +217,33 @@ func TestScrub(t *testing.T) {
 				t.Errorf("span %s: %s = %q, want %q", s.Name, k, have[k], v)
 			}
 		}
+	}
+}
+
+// TestScrubDatabaseError: a statement's error text, which may quote a
+// value, is not exported; its SQLSTATE is.
+func TestScrubDatabaseError(t *testing.T) {
+	mem := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(scrub{mem}))
+	defer tp.Shutdown(context.Background())
+	_, span := tp.Tracer("test").Start(context.Background(), "INSERT", trace.WithAttributes(
+		semconv.DBSystemNamePostgreSQL, attribute.String("db.response.status_code", "22P02")))
+	err := errors.New(`ERROR: invalid input syntax for type uuid: "ada@example.com" (SQLSTATE 22P02)`)
+	span.RecordError(err)
+	span.SetStatus(codes.Error, err.Error())
+	span.End()
+	got := mem.GetSpans()[0]
+	if strings.Contains(got.Status.Description, "ada@") {
+		t.Errorf("status %q", got.Status.Description)
+	}
+	for _, e := range got.Events {
+		for _, a := range e.Attributes {
+			if strings.Contains(a.Value.Emit(), "ada@") {
+				t.Errorf("event %s: %s = %q", e.Name, a.Key, a.Value.Emit())
+			}
+		}
+	}
+	if len(got.Attributes) != 2 {
+		t.Errorf("attributes %v, want db.system.name and the SQLSTATE", got.Attributes)
 	}
 }
