@@ -95,13 +95,15 @@ type Common struct {
 // OTLP exporter too); they are here for the usage table, as text, so that
 // a value is the SDK's to judge (see internal/tracing).
 type Tracing struct {
-	OTLPEndpoint       string `envconfig:"OTEL_EXPORTER_OTLP_ENDPOINT" desc:"OTLP/HTTP collector base URL (such as http://jaeger:4318); set, traces are exported"`
-	OTLPTracesEndpoint string `envconfig:"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" desc:"OTLP/HTTP traces URL, in full (.../v1/traces); set, traces are exported"`
-	TracesExporter     string `envconfig:"OTEL_TRACES_EXPORTER" desc:"otlp exports traces (to localhost:4318 without an endpoint), none exports none; unset, traces are exported only with an endpoint"`
-	TracesSampler      string `envconfig:"OTEL_TRACES_SAMPLER" desc:"the SDK's sampler; unset parentbased_always_on (parentbased_traceidratio with OTEL_TRACES_SAMPLER_ARG samples a share of new traces)"`
-	TracesSamplerArg   string `envconfig:"OTEL_TRACES_SAMPLER_ARG" desc:"the sampler's argument: the ratio of traceidratio samplers, 0 to 1"`
-	ServiceName        string `envconfig:"OTEL_SERVICE_NAME" desc:"the service of the process's spans; unset leadintake-api or leadintake-worker"`
-	SDKDisabled        string `envconfig:"OTEL_SDK_DISABLED" desc:"true exports no traces, whatever the other OTEL_ variables say"`
+	OTLPEndpoint        string `envconfig:"OTEL_EXPORTER_OTLP_ENDPOINT" desc:"OTLP/HTTP collector base URL (such as http://jaeger:4318); set, traces are exported"`
+	OTLPTracesEndpoint  string `envconfig:"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" desc:"OTLP/HTTP traces URL, in full (.../v1/traces); set, traces are exported"`
+	TracesExporter      string `envconfig:"OTEL_TRACES_EXPORTER" desc:"otlp exports traces (to localhost:4318 without an endpoint), none exports none; unset, traces are exported only with an endpoint"`
+	TracesSampler       string `envconfig:"OTEL_TRACES_SAMPLER" desc:"the SDK's sampler; unset parentbased_always_on (parentbased_traceidratio with OTEL_TRACES_SAMPLER_ARG samples a share of new traces)"`
+	TracesSamplerArg    string `envconfig:"OTEL_TRACES_SAMPLER_ARG" desc:"the sampler's argument: the ratio of traceidratio samplers, 0 to 1"`
+	ServiceName         string `envconfig:"OTEL_SERVICE_NAME" desc:"the service of the process's spans; unset leadintake-api or leadintake-worker"`
+	SDKDisabled         string `envconfig:"OTEL_SDK_DISABLED" desc:"true exports no traces or metrics, whatever the other OTEL_ variables say"`
+	MetricsExporter     string `envconfig:"OTEL_METRICS_EXPORTER" desc:"otlp exports the pool's statistics and statement durations over OTLP/HTTP too (/metrics serves Prometheus either way); unset, only with OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"`
+	OTLPMetricsEndpoint string `envconfig:"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" desc:"OTLP/HTTP metrics URL, in full (.../v1/metrics); set, metrics are exported"`
 }
 
 // Validate checks what Common holds beyond its types.
@@ -265,6 +267,12 @@ func Start(ctx context.Context, c *Common, stdout io.Writer, pool PoolOpts) (*Pr
 	}
 	p, err := OpenPool(ctx, c.DatabaseURL, pool)
 	if err != nil {
+		return nil, errors.Join(err, flush(ctx))
+	}
+	// Exported only with an OTLP meter provider (OTEL_METRICS_EXPORTER);
+	// the Prometheus metrics of /metrics are served in any case.
+	if err := tracing.RecordPoolStats(p); err != nil {
+		p.Close()
 		return nil, errors.Join(err, flush(ctx))
 	}
 	registry := prometheus.NewRegistry()

@@ -17,13 +17,16 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -57,6 +60,43 @@ func Enabled(getenv func(string) string) bool {
 	}
 }
 
+// MetricsEnabled reports, from the environment as getenv reads it, whether
+// metrics (the pools' statistics and statement durations: the Prometheus
+// metrics of /metrics are served whatever it says) are exported over OTLP:
+// OTEL_METRICS_EXPORTER=otlp or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set,
+// and neither OTEL_SDK_DISABLED=true nor OTEL_METRICS_EXPORTER=none says
+// otherwise. OTEL_EXPORTER_OTLP_ENDPOINT alone does not export metrics: it
+// often names a traces-only backend such as Jaeger.
+func MetricsEnabled(getenv func(string) string) bool {
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return false
+	}
+	switch exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_METRICS_EXPORTER"))); exp {
+	case "none":
+		return false
+	case "":
+		return getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != ""
+	default:
+		return true
+	}
+}
+
+// metered is set once Setup set a meter provider (MetricsEnabled).
+var metered atomic.Bool
+
+// RecordPoolStats exports the statistics of pool (connections acquired,
+// idle, waited for...) through the meter provider Setup set; it does
+// nothing when there is none.
+func RecordPoolStats(pool *pgxpool.Pool) error {
+	if !metered.Load() {
+		return nil
+	}
+	if err := otelpgx.RecordStats(pool); err != nil {
+		return fmt.Errorf("tracing: pool statistics: %w", err)
+	}
+	return nil
+}
+
 // Options are what Setup takes beyond the environment.
 type Options struct {
 	// Getenv reads the environment; nil is os.Getenv's equivalent
@@ -76,9 +116,13 @@ type Options struct {
 // OTEL_SERVICE_NAME, else service. Otherwise the tracer provider stays
 // OpenTelemetry's no-op one: nothing is recorded, no connection opened.
 //
-// shutdown flushes the spans still buffered and stops the export; call it
-// once the process's work ended, with a bounded context. It is a no-op
-// when nothing is exported.
+// Metrics are exported likewise when MetricsEnabled, through a global meter
+// provider (see RecordPoolStats).
+//
+// shutdown flushes the spans and metrics still buffered and stops the
+// export; call it once the process's work ended, with a bounded context.
+// It is a no-op when nothing is exported. enabled reports whether traces
+// are.
 func Setup(ctx context.Context, service string, o Options) (shutdown func(context.Context) error, enabled bool, err error) {
 	getenv := o.Getenv
 	if getenv == nil {
@@ -86,8 +130,16 @@ func Setup(ctx context.Context, service string, o Options) (shutdown func(contex
 	}
 	otel.SetTextMapPropagator(propagator)
 	noop := func(context.Context) error { return nil }
+	res, err := resourceOf(service)
+	if err != nil {
+		return noop, false, err
+	}
+	flushMetrics, err := setupMetrics(ctx, getenv, res)
+	if err != nil {
+		return noop, false, err
+	}
 	if !Enabled(getenv) {
-		return noop, false, nil
+		return flushMetrics, false, nil
 	}
 	exporter := o.Exporter
 	if exporter == nil {
@@ -108,20 +160,8 @@ func Setup(ctx context.Context, service string, o Options) (shutdown func(contex
 		// on the first export.
 		exporter, err = otlptracehttp.New(ctx)
 		if err != nil {
-			return noop, false, fmt.Errorf("tracing: OTLP exporter: %w", err)
+			return flushMetrics, false, errors.Join(fmt.Errorf("tracing: OTLP exporter: %w", err), flushMetrics(ctx))
 		}
-	}
-	res, err := resource.Merge(
-		resource.NewSchemaless(semconv.ServiceName(service)),
-		// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win.
-		resource.Environment(),
-	)
-	if err != nil {
-		return noop, false, fmt.Errorf("tracing: resource: %w", err)
-	}
-	res, err = resource.Merge(resource.Default(), res)
-	if err != nil {
-		return noop, false, fmt.Errorf("tracing: resource: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(scrub{exporter}),
@@ -131,10 +171,52 @@ func Setup(ctx context.Context, service string, o Options) (shutdown func(contex
 	return func(ctx context.Context) error {
 		err := tp.Shutdown(ctx)
 		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("tracing: flush spans: %w", err)
+			err = fmt.Errorf("tracing: flush spans: %w", err)
 		}
-		return err
+		return errors.Join(err, flushMetrics(ctx))
 	}, true, nil
+}
+
+// resourceOf is the resource of the process's telemetry: the SDK's, with
+// the service name service unless OTEL_SERVICE_NAME (or
+// OTEL_RESOURCE_ATTRIBUTES) names another.
+func resourceOf(service string) (*resource.Resource, error) {
+	res, err := resource.Merge(
+		resource.NewSchemaless(semconv.ServiceName(service)),
+		resource.Environment(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: resource: %w", err)
+	}
+	res, err = resource.Merge(resource.Default(), res)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: resource: %w", err)
+	}
+	return res, nil
+}
+
+// setupMetrics sets, when MetricsEnabled, a global meter provider that
+// exports over OTLP/HTTP every OTEL_METRIC_EXPORT_INTERVAL (the SDK reads
+// it, and the exporter its OTEL_EXPORTER_OTLP_ variables). flush sends
+// what is pending and stops it.
+func setupMetrics(ctx context.Context, getenv func(string) string, res *resource.Resource) (flush func(context.Context) error, err error) {
+	noop := func(context.Context) error { return nil }
+	if !MetricsEnabled(getenv) {
+		return noop, nil
+	}
+	switch exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_METRICS_EXPORTER"))); exp {
+	case "", "otlp":
+	default:
+		return noop, fmt.Errorf("OTEL_METRICS_EXPORTER: %q is not one of otlp, none", exp)
+	}
+	exporter, err := otlpmetrichttp.New(ctx)
+	if err != nil {
+		return noop, fmt.Errorf("tracing: OTLP metrics exporter: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exporter)), sdkmetric.WithResource(res))
+	otel.SetMeterProvider(mp)
+	metered.Store(true)
+	return mp.Shutdown, nil
 }
 
 // TraceParent returns the W3C traceparent of ctx's span ("" when ctx has

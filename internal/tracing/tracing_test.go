@@ -3,9 +3,12 @@ package tracing
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,12 +16,16 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+	collectormetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/internal/otlpsink"
 )
 
@@ -245,5 +252,81 @@ func TestScrubDatabaseError(t *testing.T) {
 	}
 	if len(got.Attributes) != 2 {
 		t.Errorf("attributes %v, want db.system.name and the SQLSTATE", got.Attributes)
+	}
+}
+
+func TestMetricsEnabled(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  []string
+		want bool
+	}{
+		{"nothing set", nil, false},
+		{"only the traces' endpoint", []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://jaeger:4318"}, false},
+		{"metrics endpoint", []string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://collector:4318/v1/metrics"}, true},
+		{"exporter otlp", []string{"OTEL_METRICS_EXPORTER", "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"}, true},
+		{"exporter none", []string{"OTEL_METRICS_EXPORTER", "none", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://collector:4318/v1/metrics"}, false},
+		{"sdk disabled", []string{"OTEL_SDK_DISABLED", "true", "OTEL_METRICS_EXPORTER", "otlp"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := MetricsEnabled(env(c.env...)); got != c.want {
+				t.Fatalf("MetricsEnabled = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestPoolStats: with a metrics endpoint, the pool's statistics reach it
+// by the end of shutdown; without one, RecordPoolStats sets up nothing.
+func TestPoolStats(t *testing.T) {
+	t.Cleanup(func() {
+		otel.SetMeterProvider(noopmetric.NewMeterProvider())
+		metered.Store(false)
+	})
+	_, pool := dbtest.New(t)
+	if err := RecordPoolStats(pool); err != nil || metered.Load() {
+		t.Fatalf("without a meter provider: %v", err)
+	}
+
+	var mu sync.Mutex
+	var names []string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		var msg collectormetrics.ExportMetricsServiceRequest
+		if r.URL.Path != "/v1/metrics" || proto.Unmarshal(raw, &msg) != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rm := range msg.GetResourceMetrics() {
+			for _, sm := range rm.GetScopeMetrics() {
+				for _, m := range sm.GetMetrics() {
+					names = append(names, m.GetName())
+				}
+			}
+		}
+		mu.Unlock()
+	}))
+	defer ts.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", ts.URL+"/v1/metrics")
+	shutdown, traced, err := Setup(context.Background(), "leadintake-test", Options{})
+	if err != nil || traced {
+		t.Fatalf("Setup: traced %v, err %v", traced, err)
+	}
+	if err := RecordPoolStats(pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(names, "pgxpool.acquires") || !slices.Contains(names, "pgxpool.max_connections") {
+		t.Fatalf("metrics received %q, want the pool's", names)
 	}
 }
