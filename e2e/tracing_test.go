@@ -72,8 +72,12 @@ func TestTracing(t *testing.T) {
 	s := newStack(t, &stackOpts{fake: &fake.Options{CallbackSecret: secret}})
 	const token = "traced-token-0001"
 	path := filepath.Join(t.TempDir(), "clients.yaml")
+	// The callback's URL holds credentials, in its user-info and its
+	// query: no span may keep them.
+	const cbUser, cbPassword, cbQuery = "cbuser", "cb-password-0001", "cb-query-secret-0001"
+	cbURL := strings.Replace(s.fakeURL, "http://", "http://"+cbUser+":"+cbPassword+"@", 1) + "/callbacks/traced?token=" + cbQuery
 	file := "clients:\n  - id: traced\n    tokens_sha256: [" + sha256Hex(token) + "]\n" +
-		"    callback:\n      url: " + s.fakeURL + "/callbacks/traced\n      secret: " + e2eCallbackSecret + "\n"
+		"    callback:\n      url: " + cbURL + "\n      secret: " + e2eCallbackSecret + "\n"
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +267,7 @@ FROM leads l JOIN river_job j ON j.id = l.job_id WHERE l.idempotency_key = $1`, 
 	}
 
 	// Nothing personal, no token, no key, no secret in any span.
-	secrets := []string{token, "Bearer", e2eCallbackSecret, strings.TrimPrefix(piiHashKey, "PII_HASH_KEY=")}
+	secrets := []string{token, "Bearer", e2eCallbackSecret, strings.TrimPrefix(piiHashKey, "PII_HASH_KEY="), cbPassword, cbQuery}
 	for _, sub := range subs {
 		secrets = append(secrets, sub.key, sub.email, sub.name, sub.company, sub.phone)
 	}
