@@ -251,9 +251,9 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	}
 
 	const readTimeout = 30 * time.Second
-	// Every request is a span, the child of its traceparent (see
-	// internal/tracing).
-	apiServer := service.NewServer(tracing.Handler(api), service.ServerOpts{
+	// Every request but the probes is a span, the child of its
+	// traceparent (see internal/tracing).
+	apiServer := service.NewServer(tracing.Handler(api, "/healthz", "/readyz"), service.ServerOpts{
 		ReadTimeout:  readTimeout,
 		WriteTimeout: readTimeout + cfg.RequestTimeout + cfg.MaxWait + 5*time.Second,
 		Logger:       p.Logger,

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -256,12 +257,15 @@ func Transport(base http.RoundTripper, name string) http.RoundTripper {
 }
 
 // Handler wraps h, a server's handler, so that every request is a server
-// span, the child of the request's traceparent when it has one. The span
-// is named by its method until the router names it by route (Route).
-func Handler(h http.Handler) http.Handler {
+// span, the child of the request's traceparent when it has one, except the
+// probes of the paths untraced (such as /healthz, polled every few
+// seconds). The span is named by its method until the router names it by
+// route (NameByRoute).
+func Handler(h http.Handler, untraced ...string) http.Handler {
 	return otelhttp.NewHandler(h, "http.server",
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
 		otelhttp.WithPropagators(propagator),
+		otelhttp.WithFilter(func(r *http.Request) bool { return !slices.Contains(untraced, r.URL.Path) }),
 	)
 }
 

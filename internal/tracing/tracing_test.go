@@ -330,3 +330,35 @@ func TestPoolStats(t *testing.T) {
 		t.Fatalf("metrics received %q, want the pool's", names)
 	}
 }
+
+// TestHandler: a request is a server span, the child of its traceparent,
+// named by route once the router says it; the untraced paths are not.
+func TestHandler(t *testing.T) {
+	resetGlobal(t)
+	mem := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(scrub{mem}))
+	defer tp.Shutdown(context.Background())
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagator)
+	h := Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		NameByRoute(r.Context(), r.Method, "/v1/operations/:key")
+	}), "/healthz")
+	for _, path := range []string{"/healthz", "/v1/operations/secret-key-0001?x=1"} {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+		h.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	spans := mem.GetSpans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1 (none for /healthz)", len(spans))
+	}
+	s := spans[0]
+	if s.Name != "GET /v1/operations/:key" || s.Parent.SpanID().String() != "b7ad6b7169203331" || s.SpanKind != trace.SpanKindServer {
+		t.Errorf("span %q, parent %s, kind %s", s.Name, s.Parent.SpanID(), s.SpanKind)
+	}
+	for _, a := range s.Attributes {
+		if v := a.Value.Emit(); strings.Contains(v, "secret-key") || strings.Contains(v, "x=1") {
+			t.Errorf("%s = %q", a.Key, v)
+		}
+	}
+}
