@@ -88,6 +88,13 @@ FROM leads l
 LEFT JOIN idempotency_keys k ON k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
 WHERE l.id = $1`
 
+// loadLeadsSQL is loadLeadSQL for many leads at once.
+var loadLeadsSQL = `
+SELECT` + leadColumns + `
+FROM leads l
+LEFT JOIN idempotency_keys k ON k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
+WHERE l.id = ANY($1)`
+
 func scanLead(row pgx.Row) (*Lead, error) {
 	var (
 		l          Lead
@@ -124,7 +131,15 @@ func scanLead(row pgx.Row) (*Lead, error) {
 // nothing: a run of the worker takes the lead with its first save (see
 // Run), which comes before any call that acts.
 func (s *Store) Lead(ctx context.Context, leadID uuid.UUID) (*Lead, error) {
-	l, err := scanLead(s.db.QueryRow(ctx, loadLeadSQL, leadID))
+	var (
+		l   *Lead
+		err error
+	)
+	if s.runs != nil {
+		l, err = s.runs.load(ctx, leadID)
+	} else {
+		l, err = scanLead(s.db.QueryRow(ctx, loadLeadSQL, leadID))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load lead %s: %w", leadID, err)
 	}

@@ -10,8 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// GroupRuns makes the saves (Save, but the durable ones), the checks
-// (Holds) and the finishes (Finish) of concurrent runs go together, as GroupClaims makes claims:
+// GroupRuns makes the reads (Lead), the saves (Save, but the durable ones),
+// the checks (Holds) and the finishes (Finish) of concurrent runs go
+// together, as GroupClaims makes claims:
 // one statement saves a group of leads, one transaction finishes a group,
 // whatever its size, and a group starts as soon as a connection slot is
 // free, with what arrived meanwhile. Each save and finish is fenced and
@@ -30,6 +31,7 @@ func (s *Store) GroupRuns(o GroupOpts) error {
 	g.saves = batcher[*pendingSave]{maxBatch: o.MaxGroup, maxInFlight: o.MaxInFlight, run: g.saveGroup}
 	g.finishes = batcher[*pendingFinish]{maxBatch: o.MaxGroup, maxInFlight: o.MaxInFlight, run: g.finishGroup}
 	g.checks = batcher[*pendingCheck]{maxBatch: o.MaxGroup, maxInFlight: o.MaxInFlight, run: g.checkGroup}
+	g.loads = batcher[*pendingLoad]{maxBatch: o.MaxGroup, maxInFlight: o.MaxInFlight, run: g.loadGroup}
 	s.runs = g
 	return nil
 }
@@ -41,6 +43,7 @@ type runGroup struct {
 	saves    batcher[*pendingSave]
 	finishes batcher[*pendingFinish]
 	checks   batcher[*pendingCheck]
+	loads    batcher[*pendingLoad]
 }
 
 // pendingSave is one save waiting for its group.
@@ -239,5 +242,81 @@ func (g *runGroup) checkGroup(group []*pendingCheck) {
 	defer cancel()
 	if err := g.store.checkRuns(ctx, members); err != nil && len(members) == 1 {
 		members[0].checked, members[0].err = true, err
+	}
+}
+
+// pendingLoad is one read of a lead waiting for its group.
+type pendingLoad struct {
+	ctx context.Context
+	id  uuid.UUID
+	// loaded is set, before done is closed, when the group read the
+	// leads; l is then the lead, nil for none.
+	loaded bool
+	l      *Lead
+	done   chan struct{}
+}
+
+// load reads a lead in a group.
+func (g *runGroup) load(ctx context.Context, id uuid.UUID) (*Lead, error) {
+	p := &pendingLoad{ctx: ctx, id: id, done: make(chan struct{})}
+	g.loads.add(p)
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if !p.loaded {
+		return scanLead(g.store.db.QueryRow(ctx, loadLeadSQL, id))
+	}
+	if p.l == nil {
+		return nil, ErrNotFound
+	}
+	return p.l, nil
+}
+
+// loadGroup reads a group of leads in one statement.
+func (g *runGroup) loadGroup(group []*pendingLoad) {
+	defer func() {
+		for _, p := range group {
+			close(p.done)
+		}
+	}()
+	var (
+		ids     []uuid.UUID
+		members []*pendingLoad
+	)
+	for _, p := range group {
+		if p.ctx.Err() == nil {
+			ids, members = append(ids, p.id), append(members, p)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+	defer cancel()
+	rows, err := g.store.db.Query(ctx, loadLeadsSQL, ids)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	got := make(map[uuid.UUID]*Lead, len(ids))
+	for rows.Next() {
+		l, err := scanLead(rows)
+		if err != nil {
+			return
+		}
+		got[l.ID] = l
+	}
+	if rows.Err() != nil {
+		return
+	}
+	for _, p := range members {
+		if l := got[p.id]; l != nil {
+			// Each caller gets a lead of its own, also for twins.
+			c := *l
+			p.l = &c
+		}
+		p.loaded = true
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -17,12 +18,14 @@ import (
 	"github.com/leadintake/leadintake/store"
 )
 
-// writeCounter counts the statements a pool sends that save or finish
-// leads.
-type writeCounter struct{ saves, finishes atomic.Int64 }
+// writeCounter counts the statements a pool sends that read, save or
+// finish leads.
+type writeCounter struct{ loads, saves, finishes atomic.Int64 }
 
 func (c *writeCounter) count(sql string) {
 	switch {
+	case strings.Contains(sql, "FROM leads l") && strings.Contains(sql, "l.id = "):
+		c.loads.Add(1)
 	case strings.Contains(sql, "UPDATE leads") && strings.Contains(sql, "next_run"):
 		c.saves.Add(1)
 	case strings.Contains(sql, "UPDATE idempotency_keys k") && strings.Contains(sql, "to_state"):
@@ -120,17 +123,49 @@ func TestGroupRuns(t *testing.T) {
 		for i := range leads {
 			leads[i] = claimed(t, s)
 		}
+		// Reads, one of a lead that does not exist.
+		release := lockLeads(t, direct)
+		var (
+			wg      sync.WaitGroup
+			started atomic.Int64
+		)
+		read := make([]*store.Lead, n)
+		for i, l := range leads {
+			wg.Go(func() {
+				started.Add(1)
+				got, err := s.Lead(t.Context(), l.ID)
+				if err != nil || got.ID != l.ID || got.Key != l.Key {
+					t.Errorf("read of lead %s: %+v %v", l.ID, got, err)
+				}
+				read[i] = got
+			})
+		}
+		wg.Go(func() {
+			started.Add(1)
+			if _, err := s.Lead(t.Context(), uuid.New()); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("read of no lead: %v, want ErrNotFound", err)
+			}
+		})
+		whenStarted(&started, n+1)
+		before := counter.loads.Load()
+		release()
+		wg.Wait()
+		if got := counter.loads.Load() - before; got > n/4 {
+			t.Errorf("%d concurrent reads took %d statements, want them together", n+1, got)
+		}
+		if t.Failed() {
+			return
+		}
+		leads = read
+
 		// A run that another took the lead from first.
 		stale := *leads[0]
 		if err := s.Save(t.Context(), &leads[0].Run, store.SaveParams{State: leads[0].State}); err != nil {
 			t.Fatal(err)
 		}
 
-		release := lockLeads(t, direct)
-		var (
-			wg      sync.WaitGroup
-			started atomic.Int64
-		)
+		release = lockLeads(t, direct)
+		started.Store(0)
 		want := lead.State{Enrichment: lead.EnrichmentNoData, CRM: lead.CRMAccepted, CRMID: "crm_9", NotificationFailures: 1}
 		for _, l := range leads[1:] {
 			wg.Go(func() {
@@ -150,7 +185,7 @@ func TestGroupRuns(t *testing.T) {
 			}
 		})
 		whenStarted(&started, n)
-		before := counter.saves.Load()
+		before = counter.saves.Load()
 		release()
 		wg.Wait()
 		if got := counter.saves.Load() - before; got > n/4 {
