@@ -145,11 +145,16 @@ func (g *gate) spendLeased(name string) bool {
 	return true
 }
 
-// addLeased keeps n tokens of the downstream name to spend, for leaseLife.
+// addLeased adds n tokens of the downstream name to those left to spend,
+// all of them for leaseLife from now.
 func (g *gate) addLeased(name string, n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.leased[name] = lease{tokens: n, expires: time.Now().Add(leaseLife)}
+	l := g.leased[name]
+	if !time.Now().Before(l.expires) {
+		l.tokens = 0
+	}
+	g.leased[name] = lease{tokens: l.tokens + n, expires: time.Now().Add(leaseLife)}
 }
 
 // seenState is what a worker last learnt of a downstream.
