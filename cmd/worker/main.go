@@ -251,7 +251,9 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 	metrics.CountJobEvents(riverClient)
 	p.Registry.MustRegister(jobs.NewQueuesCollector(riverClient, river.QueueDefault, jobs.QueueMaintenance, jobs.QueueCallbacks))
 
-	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{Gatherer: p.Registry, User: cfg.AdminUser, Password: cfg.AdminPassword})
+	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{
+		Gatherer: p.Registry, User: cfg.AdminUser, Password: cfg.AdminPassword, Logger: p.Logger, Ready: st.Ready,
+	})
 	if err != nil {
 		return p.Abort(err)
 	}
