@@ -75,7 +75,25 @@ const (
 	// downstream's state: a call to a downstream known to be up, without a
 	// rate limit, is made without asking the database.
 	stateFresh = time.Second
+	// leaseLife is how long a worker spends tokens it leased from a
+	// downstream's rate limit (store.AdmitOpts.Lease) on its next calls,
+	// without asking the database; what is left then is not used.
+	leaseLife = time.Second
+	// maxLease bounds the tokens one admission leases.
+	maxLease = 64
 )
+
+// leaseOf is how many tokens an admission to a downstream with the limit l
+// takes at once (when its bucket holds at least twice as many): a tenth of
+// the burst, and at most what a tenth of leaseLife refills, so that the
+// tokens a lease leaves unused are a small part of the budget.
+func leaseOf(l store.Limit) int {
+	if l.IsZero() {
+		return 1
+	}
+	perLife := float64(l.N) * leaseLife.Seconds() / l.Per.Seconds() / 10
+	return max(1, min(maxLease, l.N/10, int(perLife)))
+}
 
 // downstreamOf names the downstream a call goes to, and its step in the
 // delivery log.
@@ -102,6 +120,41 @@ type gate struct {
 
 	mu   sync.Mutex
 	seen map[string]seenState
+	// leased are the tokens of each downstream's rate limit this worker
+	// leased and has not spent yet.
+	leased map[string]lease
+}
+
+// lease is tokens of a rate limit taken ahead, to spend until expires.
+type lease struct {
+	tokens  int
+	expires time.Time
+}
+
+// spendLeased spends a leased token of the downstream name, if one is left
+// and the downstream was seen healthy a moment ago.
+func (g *gate) spendLeased(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, l := g.seen[name], g.leased[name]
+	if !s.healthy || time.Since(s.at) >= stateFresh || l.tokens <= 0 || !time.Now().Before(l.expires) {
+		return false
+	}
+	l.tokens--
+	g.leased[name] = l
+	return true
+}
+
+// addLeased adds n tokens of the downstream name to those left to spend,
+// all of them for leaseLife from now.
+func (g *gate) addLeased(name string, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.leased[name]
+	if !time.Now().Before(l.expires) {
+		l.tokens = 0
+	}
+	g.leased[name] = lease{tokens: l.tokens + n, expires: time.Now().Add(leaseLife)}
 }
 
 // seenState is what a worker last learnt of a downstream.
@@ -113,7 +166,7 @@ type seenState struct {
 }
 
 func newGate(st *store.Store, o Outages) *gate {
-	return &gate{store: st, o: o.withDefaults(), seen: map[string]seenState{}}
+	return &gate{store: st, o: o.withDefaults(), seen: map[string]seenState{}, leased: map[string]lease{}}
 }
 
 func (g *gate) note(name string, healthy bool) {
@@ -136,18 +189,21 @@ func (g *gate) healthy(name string) bool {
 // start: the lead snoozes until then and keeps its booking.
 func (g *gate) admit(ctx context.Context, name string) (f *lead.Failure, bookAt time.Time, err error) {
 	limit := g.o.Limits[name]
-	if limit.IsZero() && g.healthy(name) {
+	if limit.IsZero() && g.healthy(name) || !limit.IsZero() && g.spendLeased(name) {
 		return nil, time.Time{}, nil
 	}
 	ahead := maxBookAhead
 	if name == store.DownstreamEnrichment {
 		ahead = optionalMaxWait
 	}
-	adm, err := g.store.Admit(ctx, name, store.AdmitOpts{ProbeInterval: g.o.ProbeInterval, Limit: limit, MaxAhead: ahead})
+	adm, err := g.store.Admit(ctx, name, store.AdmitOpts{ProbeInterval: g.o.ProbeInterval, Limit: limit, MaxAhead: ahead, Lease: leaseOf(limit)})
 	if err != nil {
 		return nil, time.Time{}, err
 	}
 	g.note(name, adm.Clean)
+	if adm.Go && adm.Wait == 0 && adm.Tokens > 1 {
+		g.addLeased(name, adm.Tokens-1)
+	}
 	switch {
 	case !adm.Go && adm.Hold == lead.HoldDown:
 		// A recovery wakes the lead, and so does its turn to probe.

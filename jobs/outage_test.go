@@ -235,6 +235,26 @@ func TestRateLimitIsShared(t *testing.T) {
 	}
 }
 
+// Tokens leased from a rate limit (three at once for 30/s) count as
+// spent: two workers with leases start no more calls than the limit allows.
+func TestRateLimitLeasesKeepTheLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &setupOpts{Outages: jobs.Outages{Limits: map[string]store.Limit{store.DownstreamCRM: {N: 30, Per: time.Second}}}})
+	b.startWorker(t)
+	subs := b.submitMany(t, 90)
+	b.requireDeliveredOnce(t, subs, 1)
+	var first, last time.Time
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT min(started_at), max(started_at) FROM lead_calls WHERE step = 'crm' AND outcome <> 'not_sent'`).Scan(&first, &last); err != nil {
+		t.Fatal(err)
+	}
+	// A burst of 30, then 30 a second: the 90th call starts 2 s after the
+	// first at the earliest (less the scheduling of the first calls).
+	if span := last.Sub(first); span < 1800*time.Millisecond {
+		t.Errorf("90 CRM calls within %s, want them spread over 2 s by the limit of 30/s", span)
+	}
+}
+
 // The delivery log lists every call of a lead, oldest first, with its
 // attempt and outcome.
 func TestDeliveryLogOfALead(t *testing.T) {

@@ -48,6 +48,11 @@ type AdmitOpts struct {
 	// MaxAhead bounds how far ahead a call is booked in the rate limit;
 	// a call that would wait longer is not booked (Hold lead.HoldRate).
 	MaxAhead time.Duration
+	// Lease is how many tokens of the bucket a call that may start now
+	// takes at once, when the bucket holds at least twice as many: the
+	// caller spends the others on its next calls (Admission.Tokens). Zero
+	// or one takes one token a call.
+	Lease int
 }
 
 // Admission is what Admit decided of one call.
@@ -65,6 +70,9 @@ type Admission struct {
 	// Clean: the downstream is up with no failure in a row since its last
 	// success: a success needs no report (ReportSuccess) to keep it so.
 	Clean bool
+	// Tokens is how many tokens of a rate limit the admission took: one
+	// for this call, and the rest leased (AdmitOpts.Lease).
+	Tokens int
 }
 
 // admitReadSQL reads a downstream's state, without a lock: the way of a
@@ -84,8 +92,10 @@ RETURNING true`
 // admitLimitedSQL decides, under the row's lock, a call to a downstream
 // with a rate limit: the probe when it is down, no call while it holds
 // calls, and otherwise a token of its bucket, taken now or booked ahead
-// (tokens below zero) up to @max_ahead seconds. It returns what it decided
-// and the wait of a booked call in seconds.
+// (tokens below zero) up to @max_ahead seconds; a call that starts now
+// takes @lease tokens at once from a bucket that holds at least twice as
+// many. It returns what it decided, the wait of a booked call in seconds,
+// and the tokens taken.
 const admitLimitedSQL = `
 WITH cur AS (
     SELECT name, up, next_probe_at, held_until, failures,
@@ -101,15 +111,20 @@ WITH cur AS (
     FROM cur
 ), g AS (
     SELECT d.*, NOT d.held AND (d.up OR d.probe) AND d.wait <= @max_ahead::float8 AS go FROM d
+), t AS (
+    SELECT g.*, CASE WHEN NOT g.go THEN 0
+                     WHEN g.up AND g.tokens >= 2 * @lease::int THEN greatest(@lease::int, 1)
+                     ELSE 1 END AS take
+    FROM g
 )
 UPDATE downstreams t SET
-    tokens = CASE WHEN g.go THEN g.tokens - 1 ELSE g.tokens END,
+    tokens = g.tokens - g.take,
     tokens_at = now(),
     next_probe_at = CASE WHEN g.probe AND g.go THEN now() + @probe_interval::float8 * interval '1 second' ELSE t.next_probe_at END
-FROM g WHERE t.name = g.name
+FROM t g WHERE t.name = g.name
 RETURNING g.go, g.probe AND g.go, g.up, g.held,
     coalesce(extract(epoch FROM g.held_until - now()), 0), coalesce(extract(epoch FROM g.next_probe_at - now()), 0), g.wait,
-    g.up AND NOT g.held AND g.failures = 0`
+    g.up AND NOT g.held AND g.failures = 0, g.take`
 
 // Admit decides whether one call of leadID to the downstream name may start
 // now, as every worker of the database sees it: not while the downstream is
@@ -150,8 +165,8 @@ func (s *Store) Admit(ctx context.Context, name string, o AdmitOpts) (Admission,
 	)
 	err := s.db.QueryRow(ctx, admitLimitedSQL, pgx.NamedArgs{
 		"name": name, "burst": float64(o.Limit.N), "rate": o.Limit.rate(),
-		"max_ahead": o.MaxAhead.Seconds(), "probe_interval": o.ProbeInterval.Seconds(),
-	}).Scan(&a.Go, &a.Probe, &up, &held, &heldLeft, &probeIn, &booked, &a.Clean)
+		"max_ahead": o.MaxAhead.Seconds(), "probe_interval": o.ProbeInterval.Seconds(), "lease": o.Lease,
+	}).Scan(&a.Go, &a.Probe, &up, &held, &heldLeft, &probeIn, &booked, &a.Clean, &a.Tokens)
 	if err != nil {
 		return Admission{}, fmt.Errorf("admit %s: %w", name, err)
 	}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -203,6 +204,37 @@ func TestDownstreamRateLimit(t *testing.T) {
 		if w > 5*time.Second {
 			t.Errorf("booked %s ahead, past MaxAhead", w)
 		}
+	}
+}
+
+// A lease takes several tokens at once while the bucket holds at least
+// twice as many, and one a call after that: leased tokens count against the
+// limit as spent ones do.
+func TestDownstreamRateLimitLeases(t *testing.T) {
+	t.Parallel()
+	_, pool := dbtest.New(t)
+	s, _ := newStore(t, pool)
+	// A refill of one token an hour: the test's own time adds none.
+	o := store.AdmitOpts{ProbeInterval: time.Minute, Limit: store.Limit{N: 50, Per: 50 * time.Hour}, MaxAhead: time.Second, Lease: 10}
+	var taken []int
+	total := 0
+	for total < 50 {
+		got, err := s.Admit(t.Context(), store.DownstreamCRM, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Go || got.Wait != 0 {
+			t.Fatalf("after %d tokens taken (%v): %+v, want a call that starts now", total, taken, got)
+		}
+		taken = append(taken, got.Tokens)
+		total += got.Tokens
+	}
+	want := []int{10, 10, 10, 10, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+	if !slices.Equal(taken, want) {
+		t.Errorf("tokens taken by each admission: %v, want %v", taken, want)
+	}
+	if got, err := s.Admit(t.Context(), store.DownstreamCRM, o); err != nil || got.Go || got.Hold != lead.HoldRate {
+		t.Errorf("admission past the limit: %+v %v, want held by the rate limit", got, err)
 	}
 }
 

@@ -66,8 +66,12 @@ type options struct {
 	clients, threads, burst, prefill, wait   int
 	rate, maxLoad                            float64
 	out, serverURL, pgbench                  string
-	phases                                   map[string]bool
+	phases, features                         map[string]bool
 }
+
+// allFeatures are what -features may switch on: what a user of the service
+// would switch on (see stack.features).
+var allFeatures = []string{"spam", "bucket"}
 
 var allPhases = []string{"pgbench", "claims", "spam", "paced", "wait", "callbacks", "burst", "system", "replays"}
 
@@ -108,8 +112,19 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float64Var(&o.maxLoad, "max-load", 0, "wait until the 1-minute load average is below this and no test runs (0: do not wait, only warn)")
 	fs.DurationVar(&o.maxWait, "max-wait", 20*time.Minute, "longest wait for -max-load")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, among "+strings.Join(allPhases, ","))
+	features := fs.String("features", strings.Join(allFeatures, ","), "what a user would switch on, among "+strings.Join(allFeatures, ",")+`, or "none"`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	o.features = map[string]bool{}
+	for _, f := range strings.Split(*features, ",") {
+		if f = strings.TrimSpace(f); f == "" || f == "none" {
+			continue
+		}
+		if !slices.Contains(allFeatures, f) {
+			return nil, fmt.Errorf("-features: unknown feature %q", f)
+		}
+		o.features[f] = true
 	}
 	o.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
@@ -147,6 +162,7 @@ type results struct {
 		Burst    int     `json:"burst"`
 		System   string  `json:"system"`
 		Phases   string  `json:"phases"`
+		Features string  `json:"features"`
 	} `json:"flags"`
 	Pgbench struct {
 		Claim  *pgbenchResult `json:"claim,omitempty"`
@@ -232,6 +248,13 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	res.Flags.Phases = strings.Join(phases, ",")
+	var features []string
+	for _, f := range allFeatures {
+		if o.features[f] {
+			features = append(features, f)
+		}
+	}
+	res.Flags.Features = strings.Join(features, ",")
 
 	warn := warner(&res.Warnings)
 	checkQuiet := func(when string) {
@@ -440,6 +463,7 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 	if err != nil {
 		return err
 	}
+	s.features = o.features
 	defer closeStack()
 	pool, dbURL := s.pool, s.dbURL
 	fmt.Printf("api pid %d on %s\n", apiPID, s.apiURL)
