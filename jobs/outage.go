@@ -71,6 +71,11 @@ const (
 	// downWait bounds the snooze of a lead waiting for a downstream that
 	// is down: a recovery (or the periodic WakeWaiting) wakes it sooner.
 	downWait = time.Hour
+	// sharedWait is the least a lead waits after a failure that other
+	// leads share (lead.HoldShared) before it calls again: by then the
+	// outage, if it is one, is found, or a success has shown the failures
+	// to be the leads' own.
+	sharedWait = time.Second
 	// stateFresh is how long a worker trusts what it last read of a
 	// downstream's state: a call to a downstream known to be up, without a
 	// rate limit, is made without asking the database.
@@ -218,9 +223,11 @@ func (g *gate) admit(ctx context.Context, name string) (f *lead.Failure, bookAt 
 
 // report records the result of a call of leadID to the downstream name, and
 // returns its failure as the lead's life sees it: a transient failure while
-// the downstream is down, or one that holds every call (a 429 or 503 with a
-// Retry-After), is the downstream's (Failure.Hold). recovered is true when
-// this success ended an outage.
+// the downstream is down, one that holds every call (a 429 or 503 with a
+// Retry-After), or one of a lead that another lead's failure came after,
+// with no success between (store.Reported.Shared), is the downstream's
+// (Failure.Hold). recovered is true when this success ended
+// an outage.
 func (g *gate) report(ctx context.Context, name string, leadID uuid.UUID, f *lead.Failure, err error) (_ *lead.Failure, recovered bool, rerr error) {
 	if f != nil && f.Stopping {
 		return f, false, nil
@@ -253,6 +260,11 @@ func (g *gate) report(ctx context.Context, name string, leadID uuid.UUID, f *lea
 		held.Hold, held.RetryAfter = lead.HoldCalls, rep.Held
 	case rep.Down:
 		held.Hold, held.RetryAfter = lead.HoldDown, downWait
+	case rep.Shared:
+		// Another lead failed after this lead's first failure, and nothing
+		// succeeded: not this lead's failure to spend an attempt on (nor
+		// one of the few an optional step is given up after).
+		held.Hold, held.RetryAfter = lead.HoldShared, max(f.RetryAfter, sharedWait)
 	default:
 		return f, false, nil
 	}

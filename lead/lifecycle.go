@@ -244,6 +244,11 @@ const (
 	HoldCalls
 	// HoldRate: the downstream's rate limit has no room for the call yet.
 	HoldRate
+	// HoldShared: the call failed, and another lead's call failed after
+	// this lead's first failure, with no success between: an outage,
+	// perhaps, not found yet. The failure is not the lead's own; it waits
+	// a moment (RetryAfter) and tries again.
+	HoldShared
 )
 
 // Failure is a failed call, classified.

@@ -111,6 +111,56 @@ func TestDownstreamOutages(t *testing.T) {
 		}
 	})
 
+	// A lead's failure is shared when another lead failed after its first
+	// failure of the run, with no success between; a lead's first failure,
+	// and its failures while no other lead's came after its first, are its
+	// own.
+	t.Run("SharedFailures", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newStore(t, dbtest.Tx(t))
+		never := store.ReportOpts{Failures: 1000, ProbeInterval: time.Hour}
+		c := uuid.New()
+		fail := func(id uuid.UUID, holdFor time.Duration) bool {
+			t.Helper()
+			r, err := s.ReportFailure(t.Context(), store.DownstreamNotification, id, holdFor, never)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.Shared
+		}
+		for i, step := range []struct {
+			lead   uuid.UUID
+			shared bool
+		}{
+			{a, false}, {a, false}, {b, false}, {a, true}, {a, true}, {b, true},
+			// c's failures are its own until another lead's comes after its
+			// first.
+			{c, false}, {c, false}, {b, true}, {c, true},
+		} {
+			if got := fail(step.lead, 0); got != step.shared {
+				t.Fatalf("failure %d: shared %t, want %t", i+1, got, step.shared)
+			}
+		}
+		// A success starts a new run; a hold is no failure of it.
+		if _, err := s.ReportSuccess(t.Context(), store.DownstreamNotification); err != nil {
+			t.Fatal(err)
+		}
+		if fail(a, 0) || fail(b, time.Second) || fail(a, 0) {
+			t.Fatal("failures of one lead, with another's hold between: shared, want its own")
+		}
+		if fail(b, 0) || !fail(a, 0) {
+			t.Fatal("a's failure after b's first: want b's own, then a's shared")
+		}
+		// Past the failures kept, a lead's earliest kept failure counts as
+		// its first.
+		for range 70 {
+			fail(uuid.New(), 0)
+		}
+		if fail(a, 0) || fail(b, 0) || !fail(a, 0) {
+			t.Fatal("leads whose failures are no longer kept: want their own failures, then a shared one")
+		}
+	})
+
 	// Of many workers asking at once for a downstream whose probe is due,
 	// one probes.
 	t.Run("OneProbeAtATime", func(t *testing.T) {
