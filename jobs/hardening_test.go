@@ -32,9 +32,9 @@ END $$`)
 
 func itoa(n int) string { return string(rune('0' + n)) }
 
-// The notification's outcome is saved before the finishing transaction: if
-// that transaction fails, sales are not notified again, and a key finished
-// by the reconciler says notified:true.
+// The notification's outcome is saved when the finishing transaction fails
+// (the finish writes it otherwise): sales are not notified again, and a key
+// finished by the reconciler says notified:true.
 func TestNotificationOutcomeIsARecoveryPoint(t *testing.T) {
 	t.Parallel()
 

@@ -199,6 +199,11 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 
 	b := &testBundle{pool: pool, fake: fk, crm: client, hits: hits, secrets: secrets}
 	b.store = store.New(pool)
+	// As the worker runs them: the saves and finishes of concurrent leads
+	// together.
+	if err := b.store.GroupRuns(store.GroupOpts{}); err != nil {
+		t.Fatal(err)
+	}
 	b.callers = callers.NewHolder(clientsWithCallback(t, ts.URL+"/callbacks/"+clientID, callbackSecret))
 	cfg := jobs.Config{
 		Callers: b.callers, Callbacks: downstream.NewCallbacks(cmp.Or(opts.CallbackTimeout, opts.Timeout, testkit.Patience), nil),

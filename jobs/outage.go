@@ -71,11 +71,34 @@ const (
 	// downWait bounds the snooze of a lead waiting for a downstream that
 	// is down: a recovery (or the periodic WakeWaiting) wakes it sooner.
 	downWait = time.Hour
+	// sharedWait is the least a lead waits after a failure that other
+	// leads share (lead.HoldShared) before it calls again: by then the
+	// outage, if it is one, is found, or a success has shown the failures
+	// to be the leads' own.
+	sharedWait = time.Second
 	// stateFresh is how long a worker trusts what it last read of a
 	// downstream's state: a call to a downstream known to be up, without a
 	// rate limit, is made without asking the database.
 	stateFresh = time.Second
+	// leaseLife is how long a worker spends tokens it leased from a
+	// downstream's rate limit (store.AdmitOpts.Lease) on its next calls,
+	// without asking the database; what is left then is not used.
+	leaseLife = time.Second
+	// maxLease bounds the tokens one admission leases.
+	maxLease = 64
 )
+
+// leaseOf is how many tokens an admission to a downstream with the limit l
+// takes at once (when its bucket holds at least twice as many): a tenth of
+// the burst, and at most what a tenth of leaseLife refills, so that the
+// tokens a lease leaves unused are a small part of the budget.
+func leaseOf(l store.Limit) int {
+	if l.IsZero() {
+		return 1
+	}
+	perLife := float64(l.N) * leaseLife.Seconds() / l.Per.Seconds() / 10
+	return max(1, min(maxLease, l.N/10, int(perLife)))
+}
 
 // downstreamOf names the downstream a call goes to, and its step in the
 // delivery log.
@@ -102,6 +125,41 @@ type gate struct {
 
 	mu   sync.Mutex
 	seen map[string]seenState
+	// leased are the tokens of each downstream's rate limit this worker
+	// leased and has not spent yet.
+	leased map[string]lease
+}
+
+// lease is tokens of a rate limit taken ahead, to spend until expires.
+type lease struct {
+	tokens  int
+	expires time.Time
+}
+
+// spendLeased spends a leased token of the downstream name, if one is left
+// and the downstream was seen healthy a moment ago.
+func (g *gate) spendLeased(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s, l := g.seen[name], g.leased[name]
+	if !s.healthy || time.Since(s.at) >= stateFresh || l.tokens <= 0 || !time.Now().Before(l.expires) {
+		return false
+	}
+	l.tokens--
+	g.leased[name] = l
+	return true
+}
+
+// addLeased adds n tokens of the downstream name to those left to spend,
+// all of them for leaseLife from now.
+func (g *gate) addLeased(name string, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l := g.leased[name]
+	if !time.Now().Before(l.expires) {
+		l.tokens = 0
+	}
+	g.leased[name] = lease{tokens: l.tokens + n, expires: time.Now().Add(leaseLife)}
 }
 
 // seenState is what a worker last learnt of a downstream.
@@ -113,7 +171,7 @@ type seenState struct {
 }
 
 func newGate(st *store.Store, o Outages) *gate {
-	return &gate{store: st, o: o.withDefaults(), seen: map[string]seenState{}}
+	return &gate{store: st, o: o.withDefaults(), seen: map[string]seenState{}, leased: map[string]lease{}}
 }
 
 func (g *gate) note(name string, healthy bool) {
@@ -136,18 +194,21 @@ func (g *gate) healthy(name string) bool {
 // start: the lead snoozes until then and keeps its booking.
 func (g *gate) admit(ctx context.Context, name string) (f *lead.Failure, bookAt time.Time, err error) {
 	limit := g.o.Limits[name]
-	if limit.IsZero() && g.healthy(name) {
+	if limit.IsZero() && g.healthy(name) || !limit.IsZero() && g.spendLeased(name) {
 		return nil, time.Time{}, nil
 	}
 	ahead := maxBookAhead
 	if name == store.DownstreamEnrichment {
 		ahead = optionalMaxWait
 	}
-	adm, err := g.store.Admit(ctx, name, store.AdmitOpts{ProbeInterval: g.o.ProbeInterval, Limit: limit, MaxAhead: ahead})
+	adm, err := g.store.Admit(ctx, name, store.AdmitOpts{ProbeInterval: g.o.ProbeInterval, Limit: limit, MaxAhead: ahead, Lease: leaseOf(limit)})
 	if err != nil {
 		return nil, time.Time{}, err
 	}
 	g.note(name, adm.Clean)
+	if adm.Go && adm.Wait == 0 && adm.Tokens > 1 {
+		g.addLeased(name, adm.Tokens-1)
+	}
 	switch {
 	case !adm.Go && adm.Hold == lead.HoldDown:
 		// A recovery wakes the lead, and so does its turn to probe.
@@ -162,9 +223,11 @@ func (g *gate) admit(ctx context.Context, name string) (f *lead.Failure, bookAt 
 
 // report records the result of a call of leadID to the downstream name, and
 // returns its failure as the lead's life sees it: a transient failure while
-// the downstream is down, or one that holds every call (a 429 or 503 with a
-// Retry-After), is the downstream's (Failure.Hold). recovered is true when
-// this success ended an outage.
+// the downstream is down, one that holds every call (a 429 or 503 with a
+// Retry-After), or one of a lead that another lead's failure came after,
+// with no success between (store.Reported.Shared), is the downstream's
+// (Failure.Hold). recovered is true when this success ended
+// an outage.
 func (g *gate) report(ctx context.Context, name string, leadID uuid.UUID, f *lead.Failure, err error) (_ *lead.Failure, recovered bool, rerr error) {
 	if f != nil && f.Stopping {
 		return f, false, nil
@@ -197,6 +260,11 @@ func (g *gate) report(ctx context.Context, name string, leadID uuid.UUID, f *lea
 		held.Hold, held.RetryAfter = lead.HoldCalls, rep.Held
 	case rep.Down:
 		held.Hold, held.RetryAfter = lead.HoldDown, downWait
+	case rep.Shared:
+		// Another lead failed after this lead's first failure, and nothing
+		// succeeded: not this lead's failure to spend an attempt on (nor
+		// one of the few an optional step is given up after).
+		held.Hold, held.RetryAfter = lead.HoldShared, max(f.RetryAfter, sharedWait)
 	default:
 		return f, false, nil
 	}

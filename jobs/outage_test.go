@@ -235,6 +235,26 @@ func TestRateLimitIsShared(t *testing.T) {
 	}
 }
 
+// Tokens leased from a rate limit (three at once for 30/s) count as
+// spent: two workers with leases start no more calls than the limit allows.
+func TestRateLimitLeasesKeepTheLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &setupOpts{Outages: jobs.Outages{Limits: map[string]store.Limit{store.DownstreamCRM: {N: 30, Per: time.Second}}}})
+	b.startWorker(t)
+	subs := b.submitMany(t, 90)
+	b.requireDeliveredOnce(t, subs, 1)
+	var first, last time.Time
+	if err := b.pool.QueryRow(context.Background(),
+		`SELECT min(started_at), max(started_at) FROM lead_calls WHERE step = 'crm' AND outcome <> 'not_sent'`).Scan(&first, &last); err != nil {
+		t.Fatal(err)
+	}
+	// A burst of 30, then 30 a second: the 90th call starts 2 s after the
+	// first at the earliest (less the scheduling of the first calls).
+	if span := last.Sub(first); span < 1800*time.Millisecond {
+		t.Errorf("90 CRM calls within %s, want them spread over 2 s by the limit of 30/s", span)
+	}
+}
+
 // The delivery log lists every call of a lead, oldest first, with its
 // attempt and outcome.
 func TestDeliveryLogOfALead(t *testing.T) {
@@ -282,5 +302,53 @@ func TestOneLeadsFailuresAfterAnothersSuccess(t *testing.T) {
 	requireFailed(t, b.waitFinished(t, second.Key), second.LeadID, http.StatusBadGateway, "downstream_unavailable")
 	if !b.downstreamUp(t, store.DownstreamCRM) {
 		t.Error("one lead's failures made the CRM down")
+	}
+}
+
+// The first failures of a notification outage, before it is found, are
+// shared by the leads that meet it: a lead's own are its first, and those
+// before another lead's failure comes after it. Three leads failing in
+// turn reach the detector's eight failures in a row without one giving its
+// notification up after three of its own, and all are notified once the
+// service recovers.
+func TestOutageFirstFailuresAreShared(t *testing.T) {
+	t.Parallel()
+	g := newGate(http.MethodPost, "/notify", 3)
+	b := setup(t, &setupOpts{MaxAttempts: 20, Gate: g, Outages: jobs.Outages{ProbeInterval: time.Second, Failures: jobs.DefaultOutageFailures}})
+	if err := b.fake.SetChaos(fake.Notify, fake.Chaos{FailRate: 1, FailStatus: http.StatusServiceUnavailable}); err != nil {
+		t.Fatal(err)
+	}
+	subs := b.submitMany(t, 3)
+	// The leads' first calls at once: from then on they fail in turn.
+	g.Arrived(t, 3)
+	g.Open()
+	testkit.Eventually(t, "the notification service found down, or a key finished", func() bool {
+		for _, sub := range subs {
+			if row, _ := b.key(t, sub.Key); row.State != lead.KeyProcessing {
+				return true
+			}
+		}
+		return !b.downstreamUp(t, store.DownstreamNotification)
+	})
+	for _, sub := range subs {
+		if row, _ := b.key(t, sub.Key); row.State != lead.KeyProcessing {
+			t.Fatalf("key %s %s %s while the notification service failed for every lead, want processing", sub.Key, row.State, row.Raw)
+		}
+	}
+	if err := b.fake.SetChaos(fake.Notify, fake.Chaos{}); err != nil {
+		t.Fatal(err)
+	}
+	b.requireDeliveredOnce(t, subs, 20)
+	for _, sub := range subs {
+		if got, _ := b.key(t, sub.Key); got.Body["notified"] != true {
+			t.Errorf("key %s: %s, want notified", sub.Key, got.Raw)
+		}
+		var failures int
+		if err := b.pool.QueryRow(t.Context(), `SELECT notify_failures FROM leads WHERE id = $1`, sub.LeadID).Scan(&failures); err != nil {
+			t.Fatal(err)
+		}
+		if failures > 2 {
+			t.Errorf("lead %s: %d notification failures counted as its own, want at most 2", sub.LeadID, failures)
+		}
 	}
 }

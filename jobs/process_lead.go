@@ -130,9 +130,10 @@ func dbContext(ctx context.Context) (context.Context, context.CancelFunc) {
 }
 
 // ProcessLeadWorker takes one lead through its life (lead.Next): each call's
-// result is saved before the next call starts, so a retried job resumes
-// where the last attempt stopped; the final response is recorded in one
-// transaction (store.Finish).
+// result is saved before the next call starts (an upsert's with the next
+// save, the run's hold checked before the notification), so a retried job
+// resumes where the last attempt stopped; the final response and the
+// lead's last state are recorded in one transaction (store.Finish).
 type ProcessLeadWorker struct {
 	river.WorkerDefaults[ProcessLeadArgs]
 	cfg Config
@@ -230,7 +231,16 @@ func (r *leadRun) loop(ctx context.Context) (err error) {
 		if next != s {
 			r.noteGivenUp(ctx, s, next, lastErr)
 		}
-		if act.Save != lead.SaveNone {
+		switch act.Save {
+		case lead.SaveNone:
+		case lead.SaveCheck:
+			dctx, cancel := dbContext(ctx)
+			err := r.w.cfg.Store.Holds(dctx, &r.lead.Run)
+			cancel()
+			if err != nil {
+				return r.saveFailed(ctx, err)
+			}
+		default:
 			if err := r.save(ctx, next, act); err != nil {
 				return r.saveFailed(ctx, err)
 			}
@@ -454,16 +464,30 @@ func (r *leadRun) finish(ctx context.Context, s lead.State, act lead.Action, las
 		}
 	}
 	f := finishOf(r.lead, s, act, message, r.w.cfg.KeyRetention)
+	// The finish is the lead's last save (lead.Next saves nothing before
+	// it).
 	f.Calls = r.calls
+	if r.fresh {
+		var err error
+		if f.Enrichment, err = json.Marshal(r.enrichment); err != nil {
+			return err
+		}
+	}
 	// Shown in River UI on the completed job.
 	_ = river.RecordOutput(ctx, map[string]string{"outcome": outcomeOf(act)})
 	dctx, cancel := dbContext(ctx)
 	defer cancel()
 	done, err := r.w.cfg.Store.Finish(dctx, f)
 	if err != nil {
+		// The state is saved instead, as a recovery point: the next
+		// attempt does not repeat a call whose result it holds (the
+		// notification).
+		if serr := r.save(ctx, s, lead.Action{Kind: act.Kind, Save: lead.SaveLazy}); serr != nil {
+			r.w.cfg.Logger.WarnContext(ctx, "could not save the state of a lead whose finish failed", r.attrs(slog.String("error", serr.Error()))...)
+		}
 		return err
 	}
-	r.calls = nil
+	r.calls, r.fresh = nil, false
 	if done.Applied {
 		r.w.cfg.Metrics.leadFinished(outcomeOf(act))
 		r.w.cfg.Logger.InfoContext(ctx, "lead finished", r.attrs(slog.String("outcome", outcomeOf(act)), slog.Int("score", f.Result.Score))...)

@@ -192,6 +192,12 @@ const (
 	// SaveDurable: on disk before the action runs: the save written ahead
 	// of a POST in create mode, whose record must never be forgotten.
 	SaveDurable
+	// SaveCheck: nothing written, but the run's hold on the lead checked
+	// before the action runs (no later run took it, its personal data is
+	// not erased): the state since the last save holds only the result
+	// of an upsert, which a crash may make the lead repeat, under the
+	// same external reference. The next save, or the finish, writes it.
+	SaveCheck
 )
 
 // Outcome is how a finished lead ended.
@@ -238,6 +244,11 @@ const (
 	HoldCalls
 	// HoldRate: the downstream's rate limit has no room for the call yet.
 	HoldRate
+	// HoldShared: the call failed, and another lead's call failed after
+	// this lead's first failure, with no success between: an outage,
+	// perhaps, not found yet. The failure is not the lead's own; it waits
+	// a moment (RetryAfter) and tries again.
+	HoldShared
 )
 
 // Failure is a failed call, classified.
@@ -311,13 +322,23 @@ const (
 // attempt's first enrichment look-up: a call after another needs a save
 // between them (which finds out, before the call, whether a later run took
 // the lead or its personal data was erased), and the first call that acts
-// takes the lead for this run.
+// takes the lead for this run. The notification after an upsert that
+// succeeded only checks the run's hold (SaveCheck). The end of a lead (ActFinish, ActReconcile)
+// is not saved before: the finish writes the state itself, in the same
+// transaction as the key's end.
 func Next(s State, in Input) (Action, State) {
 	act, next := decide(s, in)
+	if act.Kind == ActFinish || act.Kind == ActReconcile {
+		return act, next
+	}
 	if next != s || act.Kind == ActWait || (in.Last != nil && act.Kind.Calls()) || (!in.Held && act.Kind.Acts()) {
-		act.Save = SaveLazy
-		if act.Kind == ActCreate {
+		switch {
+		case act.Kind == ActCreate:
 			act.Save = SaveDurable
+		case act.Kind == ActNotify && in.Held && in.Last != nil && in.Last.Action.Kind == ActUpsert && in.Last.Failure == nil:
+			act.Save = SaveCheck
+		default:
+			act.Save = SaveLazy
 		}
 	}
 	return act, next

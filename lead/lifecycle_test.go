@@ -22,6 +22,9 @@ var (
 	down     = &lead.Failure{Transient: true, Uncertain: true, Hold: lead.HoldDown, RetryAfter: 30 * time.Second}
 	heldLong = &lead.Failure{Transient: true, Hold: lead.HoldCalls, RetryAfter: 2 * time.Minute}
 	notSent  = &lead.Failure{Transient: true, Hold: lead.HoldRate, NotSent: true, RetryAfter: 5 * time.Second}
+	// shared failed after another lead's call failed, since this lead's
+	// first failure, before an outage is found.
+	shared = &lead.Failure{Transient: true, Uncertain: true, Hold: lead.HoldShared, RetryAfter: time.Second}
 )
 
 func wait(k lead.Kind, d time.Duration) lead.Action {
@@ -165,6 +168,16 @@ func TestNext(t *testing.T) {
 			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending}},
 		{name: "NotificationDownWaitsHoweverLong", mode: upsert, s: accepted, ran: act(lead.ActNotify), failure: heldLong,
 			wantAct: wait(lead.ActNotify, 2*time.Minute), wantState: accepted},
+		{name: "NotificationSharedFailureSpendsNothing", mode: upsert, s: with(accepted, func(s *lead.State) { s.NotificationFailures = 2 }), ran: act(lead.ActNotify), failure: shared,
+			wantAct: wait(lead.ActNotify, time.Second), wantState: with(accepted, func(s *lead.State) { s.NotificationFailures = 2 })},
+		{name: "NotificationSharedFailureOnTheLastAttemptWaits", mode: upsert, last: true, s: accepted, ran: act(lead.ActNotify), failure: shared,
+			wantAct: wait(lead.ActNotify, time.Second), wantState: accepted},
+		{name: "CRMSharedFailureOnTheLastAttemptWaits", mode: upsert, last: true, s: enriched, ran: act(lead.ActUpsert), failure: shared,
+			wantAct: wait(lead.ActUpsert, time.Second), wantState: enriched},
+		{name: "CreateSharedFailureWaitsUncertain", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: shared,
+			wantAct: wait(lead.ActCreate, time.Second), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
+		{name: "EnrichmentSharedFailureWaits", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: shared,
+			wantAct: wait(lead.ActEnrich, time.Second), wantState: lead.State{CRM: lead.CRMPending}},
 		{name: "NotificationHeldPastMaxAgeCompletesWithWarning", mode: upsert, expired: true, s: accepted, ran: act(lead.ActNotify), failure: down,
 			wantAct: finish(lead.OutcomeCompleted), wantState: with(accepted, func(s *lead.State) { s.Notification = lead.NotificationFailed })},
 
@@ -234,8 +247,12 @@ func TestNextSaves(t *testing.T) {
 			ran: act(lead.ActEnrich), failure: transient, wantKind: lead.ActRetry, want: lead.SaveLazy},
 		{name: "ARetryWithTheSameStateSavesNothing", mode: lead.ModeUpsert, s: enriched, held: true,
 			ran: act(lead.ActUpsert), failure: uncertain, wantKind: lead.ActRetry, want: lead.SaveNone},
-		{name: "AFinishAfterAChangeSavesIt", mode: lead.ModeUpsert, s: accepted, held: true,
-			ran: act(lead.ActNotify), failure: ok, wantKind: lead.ActFinish, want: lead.SaveLazy},
+		{name: "AFinishWritesTheStateItself", mode: lead.ModeUpsert, s: accepted, held: true,
+			ran: act(lead.ActNotify), failure: ok, wantKind: lead.ActFinish, want: lead.SaveNone},
+		{name: "ANotificationAfterAnUpsertOnlyChecksTheHold", mode: lead.ModeUpsert, s: enriched, held: true,
+			ran: act(lead.ActUpsert), failure: ok, wantKind: lead.ActNotify, want: lead.SaveCheck},
+		{name: "ANotificationAfterAPostIsSaved", mode: lead.ModeCreate, s: uncertainCRM, held: true,
+			ran: act(lead.ActCreate), failure: ok, wantKind: lead.ActNotify, want: lead.SaveLazy},
 		{name: "AWaitIsSaved", mode: lead.ModeUpsert, s: enriched, held: true,
 			ran: act(lead.ActUpsert), failure: down, wantKind: lead.ActWait, want: lead.SaveLazy},
 	}

@@ -158,6 +158,9 @@ func rowsOf(p *ClaimParams, leadID uuid.UUID, ch chain) (keyRow, leadRow) {
 	return k, l
 }
 
+// dupCandidates bounds the earlier leads a claim weighs as its original.
+const dupCandidates = "20"
+
 // insertKeysSQL claims the keys that are new, and returns the leads of
 // those it claimed.
 var insertKeysSQL = `
@@ -171,17 +174,22 @@ RETURNING lead_id`
 // was claimed within @dup_window seconds under another key (another
 // external reference: not along an amendment chain, whose leads share it),
 // found by the content's index; none with a window of 0. A lead still
-// quarantined is nobody's original: sales never saw it.
+// quarantined is nobody's original: sales never saw it. Each candidate's
+// key is read by its primary key, and only the dupCandidates earliest
+// candidates are weighed: a flood of one quarantined text costs a claim no
+// more than that, and makes a real lead after it no one's duplicate.
 var insertLeadsSQL = `
 INSERT INTO leads (` + columnList[leadRow]("") + `, duplicate_of)
 SELECT ` + columnList[leadRow]("r.") + `,
-       (SELECT d.id FROM leads d
-        WHERE @dup_window::float8 > 0 AND r.content_hmac IS NOT NULL
-          AND d.client_id = r.client_id AND d.content_hmac = r.content_hmac AND d.external_ref <> r.external_ref
-          AND d.created_at > now() - @dup_window::float8 * interval '1 second'
-          AND NOT EXISTS (SELECT FROM idempotency_keys dk
-                          WHERE dk.client_id = d.client_id AND dk.key = d.idempotency_key AND dk.state = 'quarantined')
-        ORDER BY d.created_at LIMIT 1)
+       (SELECT c.id FROM (
+            SELECT d.id, d.client_id, d.idempotency_key, d.created_at FROM leads d
+            WHERE @dup_window::float8 > 0 AND r.content_hmac IS NOT NULL
+              AND d.client_id = r.client_id AND d.content_hmac = r.content_hmac AND d.external_ref <> r.external_ref
+              AND d.created_at > now() - @dup_window::float8 * interval '1 second'
+            ORDER BY d.created_at LIMIT ` + dupCandidates + `) c
+        WHERE (SELECT dk.state FROM idempotency_keys dk
+               WHERE dk.client_id = c.client_id AND dk.key = c.idempotency_key) IS DISTINCT FROM 'quarantined'
+        ORDER BY c.created_at LIMIT 1)
 FROM ` + unnestRows[leadRow]("r")
 
 // takeOverSQL gives an expired key to a new request's lead, if the key is

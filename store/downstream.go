@@ -48,6 +48,11 @@ type AdmitOpts struct {
 	// MaxAhead bounds how far ahead a call is booked in the rate limit;
 	// a call that would wait longer is not booked (Hold lead.HoldRate).
 	MaxAhead time.Duration
+	// Lease is how many tokens of the bucket a call that may start now
+	// takes at once, when the bucket holds at least twice as many: the
+	// caller spends the others on its next calls (Admission.Tokens). Zero
+	// or one takes one token a call.
+	Lease int
 }
 
 // Admission is what Admit decided of one call.
@@ -65,6 +70,9 @@ type Admission struct {
 	// Clean: the downstream is up with no failure in a row since its last
 	// success: a success needs no report (ReportSuccess) to keep it so.
 	Clean bool
+	// Tokens is how many tokens of a rate limit the admission took: one
+	// for this call, and the rest leased (AdmitOpts.Lease).
+	Tokens int
 }
 
 // admitReadSQL reads a downstream's state, without a lock: the way of a
@@ -84,8 +92,10 @@ RETURNING true`
 // admitLimitedSQL decides, under the row's lock, a call to a downstream
 // with a rate limit: the probe when it is down, no call while it holds
 // calls, and otherwise a token of its bucket, taken now or booked ahead
-// (tokens below zero) up to @max_ahead seconds. It returns what it decided
-// and the wait of a booked call in seconds.
+// (tokens below zero) up to @max_ahead seconds; a call that starts now
+// takes @lease tokens at once from a bucket that holds at least twice as
+// many. It returns what it decided, the wait of a booked call in seconds,
+// and the tokens taken.
 const admitLimitedSQL = `
 WITH cur AS (
     SELECT name, up, next_probe_at, held_until, failures,
@@ -101,15 +111,20 @@ WITH cur AS (
     FROM cur
 ), g AS (
     SELECT d.*, NOT d.held AND (d.up OR d.probe) AND d.wait <= @max_ahead::float8 AS go FROM d
+), t AS (
+    SELECT g.*, CASE WHEN NOT g.go THEN 0
+                     WHEN g.up AND g.tokens >= 2 * @lease::int THEN greatest(@lease::int, 1)
+                     ELSE 1 END AS take
+    FROM g
 )
 UPDATE downstreams t SET
-    tokens = CASE WHEN g.go THEN g.tokens - 1 ELSE g.tokens END,
+    tokens = g.tokens - g.take,
     tokens_at = now(),
     next_probe_at = CASE WHEN g.probe AND g.go THEN now() + @probe_interval::float8 * interval '1 second' ELSE t.next_probe_at END
-FROM g WHERE t.name = g.name
+FROM t g WHERE t.name = g.name
 RETURNING g.go, g.probe AND g.go, g.up, g.held,
     coalesce(extract(epoch FROM g.held_until - now()), 0), coalesce(extract(epoch FROM g.next_probe_at - now()), 0), g.wait,
-    g.up AND NOT g.held AND g.failures = 0`
+    g.up AND NOT g.held AND g.failures = 0, g.take`
 
 // Admit decides whether one call of leadID to the downstream name may start
 // now, as every worker of the database sees it: not while the downstream is
@@ -150,8 +165,8 @@ func (s *Store) Admit(ctx context.Context, name string, o AdmitOpts) (Admission,
 	)
 	err := s.db.QueryRow(ctx, admitLimitedSQL, pgx.NamedArgs{
 		"name": name, "burst": float64(o.Limit.N), "rate": o.Limit.rate(),
-		"max_ahead": o.MaxAhead.Seconds(), "probe_interval": o.ProbeInterval.Seconds(),
-	}).Scan(&a.Go, &a.Probe, &up, &held, &heldLeft, &probeIn, &booked, &a.Clean)
+		"max_ahead": o.MaxAhead.Seconds(), "probe_interval": o.ProbeInterval.Seconds(), "lease": o.Lease,
+	}).Scan(&a.Go, &a.Probe, &up, &held, &heldLeft, &probeIn, &booked, &a.Clean, &a.Tokens)
 	if err != nil {
 		return Admission{}, fmt.Errorf("admit %s: %w", name, err)
 	}
@@ -218,6 +233,14 @@ type Reported struct {
 	NextProbe time.Duration
 	// Held is how long the downstream holds every call (a Retry-After).
 	Held time.Duration
+	// Shared: the lead failed before in this run of failures (no success
+	// since), and another lead failed after its first failure of the run:
+	// the downstream fails others as it fails this lead, an outage perhaps
+	// not yet found, and the failure is not the lead's own. A lead's first
+	// failure of a run is its own, and so are its failures while no other
+	// lead's came after its first: leads that fail one after another, each
+	// on its own, are no outage.
+	Shared bool
 }
 
 // reportSuccessSQL records a success: the downstream is up, and its
@@ -233,21 +256,35 @@ UPDATE downstreams d SET up = true, failures = 0, failing_leads = '{}', down_sin
 FROM old WHERE d.name = old.name
 RETURNING NOT old.up`
 
+// failingLeadsKept bounds downstreams.failing_leads: the leads of the
+// latest failures in a row, one entry a failure, oldest first. A lead whose
+// first failure of the run is no longer kept counts from its earliest one
+// kept.
+const failingLeadsKept = 64
+
 // reportFailureSQL records a transient failure of @lead. It counts towards
 // an outage (a few in a row, of at least two leads, and no success between)
 // unless it is a hold: a Retry-After of @hold_for seconds that holds every
-// call until then. It returns the downstream's state after it.
+// call until then. The failure is shared (Reported.Shared) when another
+// lead failed after @lead's first failure of the run. It returns the
+// downstream's state after it.
 const reportFailureSQL = `
 WITH old AS (
     SELECT * FROM downstreams WHERE name = @name FOR UPDATE
 ), n AS (
     SELECT old.name, old.up,
            CASE WHEN @hold_for::float8 > 0 THEN old.failures ELSE old.failures + 1 END AS failures,
-           CASE WHEN @hold_for::float8 > 0 OR @lead::uuid = ANY(old.failing_leads) OR cardinality(old.failing_leads) >= 2
-                THEN old.failing_leads ELSE old.failing_leads || @lead::uuid END AS leads
+           CASE WHEN @hold_for::float8 > 0 THEN old.failing_leads
+                ELSE (old.failing_leads || @lead::uuid)[greatest(cardinality(old.failing_leads) + 2 - @kept::int, 1):]
+           END AS leads,
+           @hold_for::float8 <= 0 AND EXISTS (
+               SELECT FROM unnest(old.failing_leads) WITH ORDINALITY AS f(lead, i)
+               WHERE f.lead <> @lead::uuid
+                 AND f.i > (SELECT min(o.i) FROM unnest(old.failing_leads) WITH ORDINALITY AS o(lead, i) WHERE o.lead = @lead::uuid)
+           ) AS shared
     FROM old
 ), m AS (
-    SELECT n.*, n.up AND NOT (n.failures >= @threshold::int AND cardinality(n.leads) >= 2) AS now_up FROM n
+    SELECT n.*, n.up AND NOT (n.failures >= @threshold::int AND (SELECT count(DISTINCT l) FROM unnest(n.leads) AS l) >= 2) AS now_up FROM n
 )
 UPDATE downstreams d SET
     failures = m.failures, failing_leads = m.leads, up = m.now_up,
@@ -259,7 +296,7 @@ UPDATE downstreams d SET
                       THEN greatest(coalesce(d.held_until, now()), now() + @hold_for::float8 * interval '1 second')
                       ELSE d.held_until END
 FROM m WHERE d.name = m.name
-RETURNING NOT d.up, coalesce(extract(epoch FROM d.next_probe_at - now()), 0), coalesce(extract(epoch FROM d.held_until - now()), 0)`
+RETURNING NOT d.up, coalesce(extract(epoch FROM d.next_probe_at - now()), 0), coalesce(extract(epoch FROM d.held_until - now()), 0), m.shared`
 
 // ReportSuccess records that a call to the downstream name succeeded:
 // whatever failures were in a row end, and an outage ends (Recovered).
@@ -283,8 +320,8 @@ func (s *Store) ReportFailure(ctx context.Context, name string, leadID uuid.UUID
 	)
 	err := s.db.QueryRow(ctx, reportFailureSQL, pgx.NamedArgs{
 		"name": name, "lead": leadID, "hold_for": holdFor.Seconds(), "threshold": o.Failures,
-		"probe_interval": o.ProbeInterval.Seconds(),
-	}).Scan(&r.Down, &probeIn, &heldIn)
+		"probe_interval": o.ProbeInterval.Seconds(), "kept": failingLeadsKept,
+	}).Scan(&r.Down, &probeIn, &heldIn, &r.Shared)
 	if err != nil {
 		return r, fmt.Errorf("report %s: %w", name, err)
 	}

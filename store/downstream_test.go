@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -110,6 +111,56 @@ func TestDownstreamOutages(t *testing.T) {
 		}
 	})
 
+	// A lead's failure is shared when another lead failed after its first
+	// failure of the run, with no success between; a lead's first failure,
+	// and its failures while no other lead's came after its first, are its
+	// own.
+	t.Run("SharedFailures", func(t *testing.T) {
+		t.Parallel()
+		s, _ := newStore(t, dbtest.Tx(t))
+		never := store.ReportOpts{Failures: 1000, ProbeInterval: time.Hour}
+		c := uuid.New()
+		fail := func(id uuid.UUID, holdFor time.Duration) bool {
+			t.Helper()
+			r, err := s.ReportFailure(t.Context(), store.DownstreamNotification, id, holdFor, never)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.Shared
+		}
+		for i, step := range []struct {
+			lead   uuid.UUID
+			shared bool
+		}{
+			{a, false}, {a, false}, {b, false}, {a, true}, {a, true}, {b, true},
+			// c's failures are its own until another lead's comes after its
+			// first.
+			{c, false}, {c, false}, {b, true}, {c, true},
+		} {
+			if got := fail(step.lead, 0); got != step.shared {
+				t.Fatalf("failure %d: shared %t, want %t", i+1, got, step.shared)
+			}
+		}
+		// A success starts a new run; a hold is no failure of it.
+		if _, err := s.ReportSuccess(t.Context(), store.DownstreamNotification); err != nil {
+			t.Fatal(err)
+		}
+		if fail(a, 0) || fail(b, time.Second) || fail(a, 0) {
+			t.Fatal("failures of one lead, with another's hold between: shared, want its own")
+		}
+		if fail(b, 0) || !fail(a, 0) {
+			t.Fatal("a's failure after b's first: want b's own, then a's shared")
+		}
+		// Past the failures kept, a lead's earliest kept failure counts as
+		// its first.
+		for range 70 {
+			fail(uuid.New(), 0)
+		}
+		if fail(a, 0) || fail(b, 0) || !fail(a, 0) {
+			t.Fatal("leads whose failures are no longer kept: want their own failures, then a shared one")
+		}
+	})
+
 	// Of many workers asking at once for a downstream whose probe is due,
 	// one probes.
 	t.Run("OneProbeAtATime", func(t *testing.T) {
@@ -203,6 +254,37 @@ func TestDownstreamRateLimit(t *testing.T) {
 		if w > 5*time.Second {
 			t.Errorf("booked %s ahead, past MaxAhead", w)
 		}
+	}
+}
+
+// A lease takes several tokens at once while the bucket holds at least
+// twice as many, and one a call after that: leased tokens count against the
+// limit as spent ones do.
+func TestDownstreamRateLimitLeases(t *testing.T) {
+	t.Parallel()
+	_, pool := dbtest.New(t)
+	s, _ := newStore(t, pool)
+	// A refill of one token an hour: the test's own time adds none.
+	o := store.AdmitOpts{ProbeInterval: time.Minute, Limit: store.Limit{N: 50, Per: 50 * time.Hour}, MaxAhead: time.Second, Lease: 10}
+	var taken []int
+	total := 0
+	for total < 50 {
+		got, err := s.Admit(t.Context(), store.DownstreamCRM, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Go || got.Wait != 0 {
+			t.Fatalf("after %d tokens taken (%v): %+v, want a call that starts now", total, taken, got)
+		}
+		taken = append(taken, got.Tokens)
+		total += got.Tokens
+	}
+	want := []int{10, 10, 10, 10, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
+	if !slices.Equal(taken, want) {
+		t.Errorf("tokens taken by each admission: %v, want %v", taken, want)
+	}
+	if got, err := s.Admit(t.Context(), store.DownstreamCRM, o); err != nil || got.Go || got.Hold != lead.HoldRate {
+		t.Errorf("admission past the limit: %+v %v, want held by the rate limit", got, err)
 	}
 }
 

@@ -42,6 +42,9 @@ type Finish struct {
 	// Calls are the downstream calls made since the lead's last save, for
 	// the delivery log.
 	Calls []Call
+	// Enrichment is the enrichment service's answer when it came since the
+	// lead's last save; nil keeps what is saved.
+	Enrichment json.RawMessage
 }
 
 // Result is what a lead's run ends with.
@@ -85,6 +88,12 @@ type finishRow struct {
 	// Warnings are comma-separated: one array per row cannot be unnested.
 	Warnings      string `db:"warnings" pg:"text"`
 	CRMNotUpdated bool   `db:"crm_not_updated" pg:"bool"`
+	// The rest of the state, as a save writes it: the finish is the lead's
+	// last save.
+	EnrichmentOutcome  *string `db:"enrichment_outcome" pg:"text"`
+	Enrichment         []byte  `db:"enrichment" pg:"jsonb"`
+	EnrichmentFailures int16   `db:"enrichment_failures" pg:"int2"`
+	NotifyFailures     int16   `db:"notify_failures" pg:"int2"`
 }
 
 func rowOf(f *Finish) finishRow {
@@ -105,6 +114,8 @@ func rowOf(f *Finish) finishRow {
 		r.HasResult, r.Score, r.Tier = true, &score, nullIfEmpty(res.Tier)
 		r.CRM, r.CRMID, r.Notify = string(res.State.CRM), nullIfEmpty(res.State.CRMID), nullIfEmpty(res.State.Notification)
 		r.Warnings, r.CRMNotUpdated = strings.Join(res.State.Warnings(), ","), res.State.CRMNotUpdated
+		r.EnrichmentOutcome, r.Enrichment = nullIfEmpty(res.State.Enrichment), f.Enrichment
+		r.EnrichmentFailures, r.NotifyFailures = int16(res.State.EnrichmentFailures), int16(res.State.NotificationFailures)
 	}
 	return r
 }
@@ -142,6 +153,10 @@ WITH f AS (
         notify_outcome = CASE WHEN f.has_result THEN f.notify_outcome ELSE leads.notify_outcome END,
         warnings = CASE WHEN f.has_result THEN coalesce(string_to_array(nullif(f.warnings, ''), ','), '{}') ELSE leads.warnings END,
         crm_not_updated = CASE WHEN f.has_result THEN f.crm_not_updated ELSE leads.crm_not_updated END,
+        enrichment_outcome = CASE WHEN f.has_result THEN f.enrichment_outcome ELSE leads.enrichment_outcome END,
+        enrichment = coalesce(f.enrichment, leads.enrichment),
+        enrichment_failures = CASE WHEN f.has_result THEN f.enrichment_failures ELSE leads.enrichment_failures END,
+        notify_failures = CASE WHEN f.has_result THEN f.notify_failures ELSE leads.notify_failures END,
         finished_at = CASE WHEN f.status IS NOT NULL THEN now() END,
         waiting_for = NULL, waiting_since = NULL, booked_for = NULL, booked_at = NULL,
         updated_at = now()
@@ -273,8 +288,21 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, durable bool, fs []*Fin
 
 // Finish ends one lead as f says, in one transaction that is on disk before
 // Finish returns (see finishTx), and announces the finish once it
-// committed.
+// committed. With GroupRuns, that transaction may finish concurrent leads
+// too.
 func (s *Store) Finish(ctx context.Context, f *Finish) (*Finished, error) {
+	if s.runs != nil {
+		done, err := s.runs.finish(ctx, f)
+		if err != nil {
+			return nil, fmt.Errorf("finish lead %s: %w", f.LeadID, err)
+		}
+		return done, nil
+	}
+	return s.finishOne(ctx, f)
+}
+
+// finishOne is Finish in a transaction of its own.
+func (s *Store) finishOne(ctx context.Context, f *Finish) (*Finished, error) {
 	var (
 		done []Finished
 		fin  finishing

@@ -88,6 +88,13 @@ FROM leads l
 LEFT JOIN idempotency_keys k ON k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
 WHERE l.id = $1`
 
+// loadLeadsSQL is loadLeadSQL for many leads at once.
+var loadLeadsSQL = `
+SELECT` + leadColumns + `
+FROM leads l
+LEFT JOIN idempotency_keys k ON k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id
+WHERE l.id = ANY($1)`
+
 func scanLead(row pgx.Row) (*Lead, error) {
 	var (
 		l          Lead
@@ -124,7 +131,15 @@ func scanLead(row pgx.Row) (*Lead, error) {
 // nothing: a run of the worker takes the lead with its first save (see
 // Run), which comes before any call that acts.
 func (s *Store) Lead(ctx context.Context, leadID uuid.UUID) (*Lead, error) {
-	l, err := scanLead(s.db.QueryRow(ctx, loadLeadSQL, leadID))
+	var (
+		l   *Lead
+		err error
+	)
+	if s.runs != nil {
+		l, err = s.runs.load(ctx, leadID)
+	} else {
+		l, err = scanLead(s.db.QueryRow(ctx, loadLeadSQL, leadID))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load lead %s: %w", leadID, err)
 	}
@@ -162,18 +177,60 @@ type SaveParams struct {
 	BookedAt   time.Time
 }
 
-// saveSQL writes a save of a run's lead, if the run still holds it (or is
-// the next to) and the lead is not erased.
-const saveSQL = `
+// saveRow is a save as saveSQL takes it (see rows.go).
+type saveRow struct {
+	LeadID             uuid.UUID  `db:"lead_id" pg:"uuid"`
+	Run                int32      `db:"run" pg:"int4"`
+	NextRun            int32      `db:"next_run" pg:"int4"`
+	EnrichmentOutcome  *string    `db:"enrichment_outcome" pg:"text"`
+	Enrichment         []byte     `db:"enrichment" pg:"jsonb"`
+	EnrichmentFailures int16      `db:"enrichment_failures" pg:"int2"`
+	CRMState           string     `db:"crm_state" pg:"text"`
+	CRMID              *string    `db:"crm_id" pg:"text"`
+	NotifyOutcome      *string    `db:"notify_outcome" pg:"text"`
+	NotifyFailures     int16      `db:"notify_failures" pg:"int2"`
+	CRMNotUpdated      bool       `db:"crm_not_updated" pg:"bool"`
+	WaitingFor         *string    `db:"waiting_for" pg:"text"`
+	BookedFor          *string    `db:"booked_for" pg:"text"`
+	BookedAt           *time.Time `db:"booked_at" pg:"timestamptz"`
+}
+
+// saveSQL writes saves of runs' leads, each if its run still holds the
+// lead (or is the next to) and the lead is not erased, and returns the
+// leads it saved.
+var saveSQL = `
 UPDATE leads
-SET enrichment_outcome = @enrichment_outcome, enrichment = coalesce(@enrichment, enrichment),
-    enrichment_failures = @enrichment_failures, crm_state = @crm_state, crm_id = @crm_id,
-    notify_outcome = @notify_outcome, notify_failures = @notify_failures, crm_not_updated = @crm_not_updated,
-    waiting_for = @waiting_for,
-    waiting_since = CASE WHEN @waiting_for::text IS NULL THEN NULL ELSE coalesce(waiting_since, now()) END,
-    booked_for = @booked_for, booked_at = @booked_at,
-    run = @next_run, updated_at = now()
-WHERE id = @lead AND run = @run AND erased_at IS NULL`
+SET enrichment_outcome = r.enrichment_outcome, enrichment = coalesce(r.enrichment, leads.enrichment),
+    enrichment_failures = r.enrichment_failures, crm_state = r.crm_state, crm_id = r.crm_id,
+    notify_outcome = r.notify_outcome, notify_failures = r.notify_failures, crm_not_updated = r.crm_not_updated,
+    waiting_for = r.waiting_for,
+    waiting_since = CASE WHEN r.waiting_for IS NULL THEN NULL ELSE coalesce(leads.waiting_since, now()) END,
+    booked_for = r.booked_for, booked_at = r.booked_at,
+    run = r.next_run, updated_at = now()
+FROM ` + unnestRows[saveRow]("r") + `
+WHERE leads.id = r.lead_id AND leads.run = r.run AND leads.erased_at IS NULL
+RETURNING leads.id`
+
+// saveRowOf is the save p of run.
+func saveRowOf(run *Run, p *SaveParams) saveRow {
+	next := run.Seq
+	if !run.Taken {
+		next++
+	}
+	st := p.State
+	r := saveRow{
+		LeadID: run.LeadID, Run: run.Seq, NextRun: next,
+		EnrichmentOutcome: nullIfEmpty(st.Enrichment), Enrichment: p.Enrichment,
+		EnrichmentFailures: int16(st.EnrichmentFailures), CRMState: string(st.CRM), CRMID: nullIfEmpty(st.CRMID),
+		NotifyOutcome: nullIfEmpty(st.Notification), NotifyFailures: int16(st.NotificationFailures),
+		CRMNotUpdated: st.CRMNotUpdated, WaitingFor: nullIfEmpty(p.WaitingFor), BookedFor: nullIfEmpty(p.BookedFor),
+	}
+	if p.BookedFor != "" {
+		at := p.BookedAt
+		r.BookedAt = &at
+	}
+	return r
+}
 
 // Save records the lead's state after a step (and the enrichment's answer,
 // and the calls made, for the delivery log), in one round trip; the worker
@@ -187,64 +244,30 @@ WHERE id = @lead AND run = @run AND erased_at IS NULL`
 // a crash of PostgreSQL makes the lead do a step again, which every step
 // allows but a POST in create mode (see lead.SaveDurable).
 func (s *Store) Save(ctx context.Context, run *Run, p SaveParams) error {
-	seq := run.Seq
-	if !run.Taken {
-		seq++
-	}
-	st := p.State
-	var booked *time.Time
-	if p.BookedFor != "" {
-		booked = &p.BookedAt
-	}
-	args := pgx.NamedArgs{
-		"lead": run.LeadID, "run": run.Seq, "next_run": seq,
-		"enrichment_outcome": nullIfEmpty(st.Enrichment), "enrichment": []byte(p.Enrichment),
-		"enrichment_failures": st.EnrichmentFailures, "crm_state": st.CRM, "crm_id": nullIfEmpty(st.CRMID),
-		"notify_outcome": nullIfEmpty(st.Notification), "notify_failures": st.NotificationFailures,
-		"crm_not_updated": st.CRMNotUpdated, "waiting_for": nullIfEmpty(p.WaitingFor),
-		"booked_for": nullIfEmpty(p.BookedFor), "booked_at": booked,
-	}
-	b := &pgx.Batch{}
-	if p.Durable && s.pool != nil {
-		b.Queue("begin")
-		b.Queue(durably)
-	}
-	if len(p.Calls) > 0 {
-		b.Queue(insertCallsSQL, rowArgs(callRows(p.Calls), nil))
-	}
-	b.Queue(saveSQL, args)
-	if p.Durable && s.pool != nil {
-		b.Queue("commit")
-	}
-	send := func(ctx context.Context) (saved bool, err error) {
-		br := s.db.SendBatch(ctx, b)
-		defer br.Close()
-		for range b.Len() {
-			tag, err := br.Exec()
-			if err != nil {
-				return false, err
-			}
-			if tag.Update() {
-				saved = tag.RowsAffected() == 1
-			}
-		}
-		return saved, br.Close()
-	}
+	row := saveRowOf(run, &p)
 	var (
 		saved bool
 		err   error
 	)
-	if p.Durable {
+	switch {
+	case s.runs != nil && !p.Durable:
+		saved, err = s.runs.save(ctx, row, p.Calls)
+	case p.Durable:
 		// A durable save commits: never cancelled (see uncancelled).
-		saved, err = uncancelled(ctx, send)
-	} else {
-		saved, err = send(ctx)
+		saved, err = uncancelled(ctx, func(ctx context.Context) (bool, error) {
+			ids, err := s.saveRows(ctx, true, []saveRow{row}, p.Calls)
+			return len(ids) == 1, err
+		})
+	default:
+		var ids []uuid.UUID
+		ids, err = s.saveRows(ctx, false, []saveRow{row}, p.Calls)
+		saved = len(ids) == 1
 	}
 	if err != nil {
 		return fmt.Errorf("save lead %s: %w", run.LeadID, err)
 	}
 	if saved {
-		run.Seq, run.Taken = seq, true
+		run.Seq, run.Taken = row.NextRun, true
 		return nil
 	}
 	var erased bool
@@ -252,4 +275,106 @@ func (s *Store) Save(ctx context.Context, run *Run, p SaveParams) error {
 		return ErrErased
 	}
 	return ErrRunTaken
+}
+
+// saveRows writes the saves rows (and the calls, for the delivery log) in
+// one round trip, in a transaction of its own made durable when durable,
+// and returns the leads it saved.
+func (s *Store) saveRows(ctx context.Context, durable bool, rows []saveRow, calls []Call) ([]uuid.UUID, error) {
+	b := &pgx.Batch{}
+	durable = durable && s.pool != nil
+	if durable {
+		b.Queue("begin")
+		b.Queue(durably)
+	}
+	if len(calls) > 0 {
+		b.Queue(insertCallsSQL, rowArgs(callRows(calls), nil))
+	}
+	at := b.Len()
+	b.Queue(saveSQL, rowArgs(rows, nil))
+	if durable {
+		b.Queue("commit")
+	}
+	br := s.db.SendBatch(ctx, b)
+	defer br.Close()
+	var saved []uuid.UUID
+	for i := range b.Len() {
+		if i != at {
+			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		res, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		if saved, err = pgx.CollectRows(res, pgx.RowTo[uuid.UUID]); err != nil {
+			return nil, err
+		}
+	}
+	return saved, br.Close()
+}
+
+// Holds checks, writing nothing, that run still holds its lead (no later
+// run took it; run took it with a save) and that the lead's personal data
+// is not erased: ErrRunTaken or ErrErased when not, as Save would answer.
+func (s *Store) Holds(ctx context.Context, run *Run) error {
+	var err error
+	if s.runs != nil {
+		err = s.runs.check(ctx, *run)
+	} else {
+		p := &pendingCheck{run: *run}
+		if err = s.checkRuns(ctx, []*pendingCheck{p}); err == nil {
+			err = p.err
+		}
+	}
+	if err != nil && !errors.Is(err, ErrRunTaken) && !errors.Is(err, ErrErased) {
+		return fmt.Errorf("check the hold on lead %s: %w", run.LeadID, err)
+	}
+	return err
+}
+
+// checkRuns reads the leads of ps in one statement, and sets each one's
+// answer (checked, err). It returns an error, and sets nothing, when the
+// read failed.
+func (s *Store) checkRuns(ctx context.Context, ps []*pendingCheck) error {
+	ids := make([]uuid.UUID, len(ps))
+	for i, p := range ps {
+		ids[i] = p.run.LeadID
+	}
+	rows, err := s.db.Query(ctx, `SELECT id, run, erased_at IS NOT NULL FROM leads WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return err
+	}
+	type hold struct {
+		run    int32
+		erased bool
+	}
+	holds := make(map[uuid.UUID]hold, len(ps))
+	for rows.Next() {
+		var (
+			id uuid.UUID
+			h  hold
+		)
+		if err := rows.Scan(&id, &h.run, &h.erased); err != nil {
+			rows.Close()
+			return err
+		}
+		holds[id] = h
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		h, ok := holds[p.run.LeadID]
+		switch {
+		case ok && h.erased:
+			p.err = ErrErased
+		case !ok || !p.run.Taken || h.run != p.run.Seq:
+			p.err = ErrRunTaken
+		}
+		p.checked = true
+	}
+	return nil
 }

@@ -59,6 +59,9 @@ type Store struct {
 	group *claimGroup
 	peeks *batcher[*pendingPeek]
 	ops   *batcher[*pendingOperation]
+	// runs groups the saves and finishes of concurrent runs (GroupRuns);
+	// nil for none.
+	runs *runGroup
 	// announcer sends the announcements of finished keys (announce); nil
 	// on a transaction.
 	announcer *batcher[uuid.UUID]

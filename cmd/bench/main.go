@@ -69,8 +69,12 @@ type options struct {
 	// export to an in-process receiver; 0 for none.
 	tracing                 float64
 	out, serverURL, pgbench string
-	phases                  map[string]bool
+	phases, features        map[string]bool
 }
+
+// allFeatures are what -features may switch on: what a user of the service
+// would switch on (see stack.features).
+var allFeatures = []string{"spam", "bucket"}
 
 var allPhases = []string{"pgbench", "claims", "spam", "paced", "wait", "callbacks", "burst", "system", "replays"}
 
@@ -108,12 +112,23 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.out, "out", "bench-results.json", "where to write the results as JSON")
 	fs.StringVar(&o.serverURL, "db", "", "PostgreSQL server URL (default TEST_DATABASE_URL, else DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)")
 	fs.StringVar(&o.pgbench, "pgbench", "", "pgbench binary (default: pg_config --bindir, /usr/lib/postgresql/*/bin, PATH)")
-	fs.Float64Var(&o.tracing, "tracing", 0, "run the api and the worker with traces exported at this sampling ratio (0 to 1) to an in-process OTLP receiver that discards them; 0: no tracing")
+	fs.Float64Var(&o.tracing, "tracing", 0.1, "run the api and the worker with traces exported at this sampling ratio (0 to 1) to an in-process OTLP receiver that discards them, as a user would run them; 0: no tracing")
 	fs.Float64Var(&o.maxLoad, "max-load", 0, "wait until the 1-minute load average is below this and no test runs (0: do not wait, only warn)")
 	fs.DurationVar(&o.maxWait, "max-wait", 20*time.Minute, "longest wait for -max-load")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, among "+strings.Join(allPhases, ","))
+	features := fs.String("features", strings.Join(allFeatures, ","), "what a user would switch on, among "+strings.Join(allFeatures, ",")+`, or "none"`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	o.features = map[string]bool{}
+	for _, f := range strings.Split(*features, ",") {
+		if f = strings.TrimSpace(f); f == "" || f == "none" {
+			continue
+		}
+		if !slices.Contains(allFeatures, f) {
+			return nil, fmt.Errorf("-features: unknown feature %q", f)
+		}
+		o.features[f] = true
 	}
 	o.phases = map[string]bool{}
 	for _, p := range strings.Split(*phases, ",") {
@@ -156,7 +171,8 @@ type results struct {
 		Phases   string  `json:"phases"`
 		// Tracing is the sampling ratio of the processes' traces; 0 for
 		// none.
-		Tracing float64 `json:"tracing,omitempty"`
+		Tracing  float64 `json:"tracing,omitempty"`
+		Features string  `json:"features"`
 	} `json:"flags"`
 	// TracedSpans counts the spans the processes exported (-tracing).
 	TracedSpans int `json:"traced_spans,omitempty"`
@@ -245,6 +261,13 @@ func run(ctx context.Context, args []string) error {
 	}
 	res.Flags.Phases = strings.Join(phases, ",")
 	res.Flags.Tracing = o.tracing
+	var features []string
+	for _, f := range allFeatures {
+		if o.features[f] {
+			features = append(features, f)
+		}
+	}
+	res.Flags.Features = strings.Join(features, ",")
 
 	stopTracing, err := setTracing(o.tracing)
 	if err != nil {
@@ -460,6 +483,7 @@ func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, re
 	if err != nil {
 		return err
 	}
+	s.features = o.features
 	defer closeStack()
 	pool, dbURL := s.pool, s.dbURL
 	fmt.Printf("api pid %d on %s\n", apiPID, s.apiURL)

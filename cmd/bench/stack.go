@@ -57,7 +57,16 @@ type stack struct {
 	// stopAnalyze ends the stand-in for autovacuum's ANALYZE; nil when
 	// the server runs autovacuum itself.
 	stopAnalyze func()
+	// features are what a user would switch on (-features): "spam" makes
+	// the whole-system phase post through a page's judged publishable
+	// key, "bucket" gives the worker a shared rate limit per downstream,
+	// too high to bind.
+	features map[string]bool
 }
+
+// unbindingLimit is the rate limit of each downstream under the "bucket"
+// feature: far above what this machine reaches, so that it never binds.
+const unbindingLimit = "1000000/s"
 
 // notifyLog timestamps each notification as the fake receives it, by lead.
 type notifyLog struct {
@@ -248,7 +257,7 @@ func (s *stack) startAPI(ctx context.Context) error {
 }
 
 func (s *stack) startWorker(ctx context.Context) error {
-	p, err := system.Start(s.bins.Path("worker"), append([]string{
+	env := []string{
 		"DATABASE_URL=" + s.dbURL,
 		"ADMIN_ADDR=127.0.0.1:0",
 		"PII_HASH_KEY=bench-pii-hash-key-0123456789abcdefghij",
@@ -256,7 +265,12 @@ func (s *stack) startWorker(ctx context.Context) error {
 		"CRM_URL=" + s.fakeSrv.URL + "/crm",
 		"NOTIFY_URL=" + s.fakeSrv.URL + "/notify",
 		"CLIENTS_FILE=" + s.clientsFile,
-	}, traceEnv...))
+	}
+	env = append(env, traceEnv...)
+	if s.features["bucket"] {
+		env = append(env, "ENRICHMENT_RATE_LIMIT="+unbindingLimit, "CRM_RATE_LIMIT="+unbindingLimit, "NOTIFY_RATE_LIMIT="+unbindingLimit)
+	}
+	p, err := system.Start(s.bins.Path("worker"), env)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -68,7 +69,12 @@ SELECT clock_timestamp(), count(*) FROM idempotency_keys WHERE state IN ('proces
 	)
 	claims := closedLoop(ctx, clients, warmup, d,
 		func(ctx context.Context, w, i int) (answer, error) {
-			return lg.post(ctx, fmt.Sprintf("%s-%d-%d", prefix, w, i), readNothing)
+			key := fmt.Sprintf("%s-%d-%d", prefix, w, i)
+			if s.features["spam"] {
+				// A page's enquiry, judged, and a person's.
+				return lg.postAs(ctx, key, readNothing, pkJudged, http.Header{"Origin": {benchOrigin}, "Form-Signals": {"hp=?0, t=30"}})
+			}
+			return lg.post(ctx, key, readNothing)
 		},
 		func(a answer) bool {
 			if a.status != 202 || a.replayed != "false" {

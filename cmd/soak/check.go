@@ -41,6 +41,11 @@ type checker struct {
 	erasedGraceCalls                           int
 	waitsUnfinished, waitsFinal, waitsDuringDB int
 	pageAnswers                                int
+	// diagnoses are what the database and the logs hold of leads that
+	// broke an invariant (diagnose); diagnosesLeftOff counts those left
+	// out.
+	diagnoses        [][]string
+	diagnosesLeftOff int
 }
 
 // keyRow is a key as the database holds it.
@@ -197,6 +202,7 @@ func (c *checker) checkSubmission(ctx context.Context, sub *submission) {
 		return
 	case row.state == lead.KeyProcessing:
 		p.violate(invFinal, "%s: still processing after the drain", sub.id())
+		c.diagnose(ctx, sub, row, time.Time{}, "still processing after the drain (times from its acceptance)")
 	case row.state == lead.KeyNeedsReconciliation:
 		c.unsettled++
 	}

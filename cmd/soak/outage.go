@@ -224,6 +224,7 @@ func (c *checker) checkOutages() {
 			}
 		}
 
+		diagnosed := len(c.diagnoses) + c.diagnosesLeftOff
 		for _, sub := range o.leads {
 			sub.mu.Lock()
 			erased := sub.erasing
@@ -238,11 +239,13 @@ func (c *checker) checkOutages() {
 					state = string(row.state) + " " + string(row.failureCode)
 				}
 				p.violate(invOutage, "%s (accepted during the %s outage): %s after the drain, want completed", sub.id(), o.downstream, state)
+				c.diagnose(context.Background(), sub, row, o.start, o.describe(state+" after the drain"))
 				continue
 			}
 			b := completedBody(row.body)
 			if !b.Notified || b.warned("notification_failed") {
 				p.violate(invOutage, "%s (accepted during the %s outage): completed %s, want notified", sub.id(), o.downstream, row.body)
+				c.diagnose(context.Background(), sub, row, o.start, o.describe("completed, not notified"))
 			}
 			ref := chainRef(sub)
 			if rec, ok := st.CRM[ref]; !ok || rec.Records != 1 || rec.IDs[0] != b.CRMID {
@@ -252,7 +255,25 @@ func (c *checker) checkOutages() {
 				p.violate(invOutage, "%s (accepted during the %s outage): no notification under its key", sub.id(), o.downstream)
 			}
 		}
+		if len(c.diagnoses)+c.diagnosesLeftOff > diagnosed {
+			c.diagnoseDetection(o)
+		}
 	}
+}
+
+// describe is what a diagnosis says of the outage: its downstream, and
+// when it was found down, ended and was seen up again, from its start.
+func (o *outage) describe(what string) string {
+	found := "never found down"
+	if o.downSince != nil {
+		found = fmt.Sprintf("found down at %+.3fs", o.downSince.Sub(o.start).Seconds())
+	}
+	up := "not seen up again"
+	if !o.upAgain.IsZero() {
+		up = fmt.Sprintf("seen up again at %+.3fs", o.upAgain.Sub(o.start).Seconds())
+	}
+	return fmt.Sprintf("%s; accepted during the %s outage (times from its start; %s, ended at %+.3fs, %s)",
+		what, o.downstream, found, o.end.Sub(o.start).Seconds(), up)
 }
 
 // outageLines are the report's lines on the outages.

@@ -13,6 +13,9 @@ type report struct {
 	name    string
 	lines   []string
 	results []result
+	// diagnoses are of the leads that broke an invariant (checker.diagnose).
+	diagnoses        [][]string
+	diagnosesLeftOff int
 }
 
 type result struct {
@@ -51,11 +54,22 @@ func (r *report) print(out *printer) {
 			out.f("            %s", p)
 		}
 	}
+	if len(r.diagnoses) > 0 {
+		out.f("diagnoses (times relative to the moment named)")
+		for _, d := range r.diagnoses {
+			for _, l := range d {
+				out.f("  %s", l)
+			}
+		}
+	}
+	if r.diagnosesLeftOff > 0 {
+		out.f("  ... and %d more leads not diagnosed", r.diagnosesLeftOff)
+	}
 }
 
 func (c *checker) report(took time.Duration) *report {
 	p := c.p
-	r := &report{name: p.name}
+	r := &report{name: p.name, diagnoses: c.diagnoses, diagnosesLeftOff: c.diagnosesLeftOff}
 	add := func(format string, args ...any) { r.lines = append(r.lines, fmt.Sprintf(format, args...)) }
 	ld := &p.load
 

@@ -192,8 +192,13 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 	}
 	metrics := jobs.NewMetrics(p.Registry)
 	limits, _ := cfg.limits() // checked at start
+	st := store.New(p.Pool)
+	// The saves and finishes of concurrent leads go together.
+	if err := st.GroupRuns(store.GroupOpts{}); err != nil {
+		return p.Abort(err)
+	}
 	jobsCfg := jobs.Config{
-		Store: store.New(p.Pool), Downstream: ds, CRMMode: lead.Mode(cfg.CRMMode),
+		Store: st, Downstream: ds, CRMMode: lead.Mode(cfg.CRMMode),
 		KeyRetention: cfg.KeyRetention, LeadRetention: cfg.LeadRetention,
 		Logger: p.Logger, Metrics: metrics, AwaitRecheck: cfg.ReconcileInterval,
 		Callers: clients, Callbacks: downstream.NewCallbacks(cfg.DownstreamTimeout, dmetrics), CallbackMaxAge: cfg.CallbackMaxAge,
@@ -250,7 +255,9 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 	metrics.CountJobEvents(riverClient)
 	p.Registry.MustRegister(jobs.NewQueuesCollector(riverClient, river.QueueDefault, jobs.QueueMaintenance, jobs.QueueCallbacks))
 
-	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{Gatherer: p.Registry, User: cfg.AdminUser, Password: cfg.AdminPassword})
+	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{
+		Gatherer: p.Registry, User: cfg.AdminUser, Password: cfg.AdminPassword, Logger: p.Logger, Ready: st.Ready,
+	})
 	if err != nil {
 		return p.Abort(err)
 	}

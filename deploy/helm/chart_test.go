@@ -564,7 +564,7 @@ func probeDoc(p *corev1.Probe) string {
 
 // The probes and the grace periods are what the README's table says: the
 // api's /healthz and /readyz on the port API_ADDR listens on, the worker's
-// TCP connection to ADMIN_ADDR's port, and a terminationGracePeriodSeconds
+// on ADMIN_ADDR's port, and a terminationGracePeriodSeconds
 // longer than SHUTDOWN_TIMEOUT (and the api's preStop pause) in every case.
 func TestProbesAndGracePeriod(t *testing.T) {
 	t.Parallel()
@@ -626,14 +626,14 @@ func TestProbesAndGracePeriod(t *testing.T) {
 				addrVar, portName := "ADMIN_ADDR", "admin"
 				if comp == "api" {
 					addrVar, portName = "API_ADDR", "http"
-					for _, p := range []*corev1.Probe{main.LivenessProbe, main.ReadinessProbe} {
-						if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.StrVal != "http" {
-							t.Errorf("api: probe %+v, want an HTTP GET on port http", p)
-						}
+				}
+				for _, p := range []*corev1.Probe{main.LivenessProbe, main.ReadinessProbe} {
+					if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.StrVal != portName {
+						t.Fatalf("%s: probe %+v, want an HTTP GET on port %s", comp, p, portName)
 					}
-					if main.LivenessProbe.HTTPGet.Path != "/healthz" || main.ReadinessProbe.HTTPGet.Path != "/readyz" {
-						t.Errorf("api: probes on %s and %s, want /healthz and /readyz", main.LivenessProbe.HTTPGet.Path, main.ReadinessProbe.HTTPGet.Path)
-					}
+				}
+				if main.LivenessProbe.HTTPGet.Path != "/healthz" || main.ReadinessProbe.HTTPGet.Path != "/readyz" {
+					t.Errorf("%s: probes on %s and %s, want /healthz and /readyz", comp, main.LivenessProbe.HTTPGet.Path, main.ReadinessProbe.HTTPGet.Path)
 				}
 				addr := envOf(main, addrVar)
 				if addr == nil {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -75,7 +76,15 @@ type Opts struct {
 	// Now is the clock of the limit on wrong credentials; nil for
 	// time.Now.
 	Now func() time.Time
+	// Ready, when set, serves GET /healthz (200 while the process runs)
+	// and GET /readyz (200 when Ready returns nil, else 503), without
+	// credentials, for a process whose admin listener is its only one
+	// (the worker's).
+	Ready func(ctx context.Context) error
 }
+
+// readyTimeout bounds one look of /readyz.
+const readyTimeout = 3 * time.Second
 
 // NewHandler returns the admin handler. With River UI, ctx bounds the UI's
 // background work (River UI requires Start).
@@ -91,6 +100,24 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 		auth = func(h http.Handler) http.Handler { return basicAuth(o.User, o.Password, guesses, h) }
 	}
 	mux.Handle("GET /metrics", auth(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
+	if o.Ready != nil {
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = io.WriteString(w, "ok\n")
+		})
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+			defer cancel()
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			if err := o.Ready(ctx); err != nil {
+				logger.WarnContext(ctx, "not ready", slog.String("error", err.Error()))
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = io.WriteString(w, "not ready\n")
+				return
+			}
+			_, _ = io.WriteString(w, "ready\n")
+		})
+	}
 
 	if o.RiverClient != nil && o.User != "" && o.Password != "" {
 		ui, err := riverui.NewHandler(&riverui.HandlerOpts{
