@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/leadintake/leadintake/internal/tracing"
 	"github.com/leadintake/leadintake/webhook"
 )
 
@@ -35,14 +36,16 @@ func NewCallbacks(timeout time.Duration, metrics *Metrics) *Callbacks {
 	return &Callbacks{
 		http: &http.Client{
 			Timeout: timeout,
-			Transport: &http.Transport{
+			// Every delivery is a span of its lead's trace, and carries
+			// its traceparent.
+			Transport: tracing.Transport(&http.Transport{
 				Proxy:               http.ProxyFromEnvironment,
 				DialContext:         dialer.DialContext,
 				MaxIdleConns:        100,
 				MaxIdleConnsPerHost: 10,
 				IdleConnTimeout:     90 * time.Second,
 				TLSHandshakeTimeout: min(timeout, 5*time.Second),
-			},
+			}, "callback"),
 			// A redirect is an answer of its own: not 2xx, not followed.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leadintake/leadintake/internal/tracing"
 	"github.com/leadintake/leadintake/lead"
 )
 
@@ -170,11 +171,13 @@ func NewClient(cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	newHTTP := func() *http.Client {
+	newHTTP := func(name string) *http.Client {
 		dialer := &net.Dialer{Timeout: min(cfg.Timeout, 5*time.Second), KeepAlive: 30 * time.Second}
 		return &http.Client{
 			Timeout: cfg.Timeout,
-			Transport: &http.Transport{
+			// Every call is a span of the lead's trace, and carries its
+			// traceparent.
+			Transport: tracing.Transport(&http.Transport{
 				Proxy:                 http.ProxyFromEnvironment,
 				DialContext:           dialer.DialContext,
 				MaxIdleConns:          200,
@@ -182,15 +185,15 @@ func NewClient(cfg Config) (*Client, error) {
 				IdleConnTimeout:       90 * time.Second,
 				TLSHandshakeTimeout:   min(cfg.Timeout, 5*time.Second),
 				ExpectContinueTimeout: time.Second,
-			},
+			}, name),
 			// A redirect is an answer of its own, classified like any other.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
 	return &Client{
-		enrichment: endpoint{http: newHTTP(), url: cfg.EnrichmentURL, token: cfg.EnrichmentToken},
-		crm:        endpoint{http: newHTTP(), url: cfg.CRMURL, token: cfg.CRMToken},
-		notify:     endpoint{http: newHTTP(), url: cfg.NotifyURL, token: cfg.NotifyToken},
+		enrichment: endpoint{http: newHTTP("enrichment"), url: cfg.EnrichmentURL, token: cfg.EnrichmentToken},
+		crm:        endpoint{http: newHTTP("crm"), url: cfg.CRMURL, token: cfg.CRMToken},
+		notify:     endpoint{http: newHTTP("notification"), url: cfg.NotifyURL, token: cfg.NotifyToken},
 		crmBase:    strings.TrimRight(cfg.CRMURL, "/"),
 		metrics:    cfg.Metrics,
 	}, nil

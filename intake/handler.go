@@ -96,6 +96,7 @@ func NewHandler(opts *HandlerOpts) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(o.Logger)
 	e.Use(
+		traceRoute,
 		dropUnfitRequestID,
 		middleware.RequestIDWithConfig(middleware.RequestIDConfig{TargetHeader: echo.HeaderXRequestID}),
 		observe(o.Logger, o.Metrics),

@@ -206,6 +206,9 @@ func (sub *submitter) judge(ctx context.Context, c echo.Context, pk string, addr
 // answer answers a submission as the claim (or the read) found its key.
 func (sub *submitter) answer(c echo.Context, clientID, key string, res *store.ClaimResult) error {
 	requestOf(c).outcome = res.Outcome.String()
+	if res.LeadID != uuid.Nil {
+		requestOf(c).leadID = res.LeadID.String()
+	}
 	h := c.Response().Header()
 	switch res.Outcome {
 	case store.OutcomeClaimed, store.OutcomeReopened, store.OutcomeInProgress:

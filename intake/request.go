@@ -20,6 +20,9 @@ type request struct {
 	ref string
 	// outcome is a submission's outcome, as logged and counted.
 	outcome string
+	// leadID is the lead of a submission's key, once known: what the
+	// request's span names (traceRoute).
+	leadID string
 	// wait is how long the request asked to be held (Prefer: wait); zero
 	// for not at all.
 	wait time.Duration

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/store"
@@ -128,6 +130,10 @@ func (w *DeliverCallbackWorker) Work(ctx context.Context, job *river.Job[Deliver
 	if err != nil || cb.Done {
 		return err
 	}
+	ctx, span := leadSpan(ctx, cb.TraceParent, "deliver callback",
+		attribute.String("callback_id", cb.ID.String()), attribute.String("client_id", cb.ClientID),
+		attribute.String("job.id", strconv.FormatInt(job.ID, 10)), attribute.Int("job.attempt", job.Attempt))
+	defer span.End()
 	if !w.take(cb.ClientID) {
 		return river.JobSnooze(busySnooze(snoozesOf(job.Metadata)))
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertest"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/downstream"
@@ -132,7 +133,7 @@ type leadJobs struct {
 	insert enqueueFunc
 }
 
-func (j leadJobs) ProcessLeads(ctx context.Context, tx pgx.Tx, leads []uuid.UUID) ([]int64, error) {
+func (j leadJobs) ProcessLeads(ctx context.Context, tx pgx.Tx, leads []uuid.UUID, _ []string) ([]int64, error) {
 	ids := make([]int64, len(leads))
 	for i, id := range leads {
 		var err error
@@ -233,6 +234,7 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 				jobs.QueueCallbacks:   {MaxWorkers: 4},
 			},
 			Workers:     workers,
+			Middleware:  []rivertype.Middleware{&jobs.Traced{}},
 			MaxAttempts: cmp.Or(opts.MaxAttempts, 5),
 			// Short, so that retries are fast; a Retry-After must win
 			// over Max.
@@ -330,11 +332,17 @@ func (b *testBundle) claim(t *testing.T, key, body string) *store.ClaimResult {
 
 func (b *testBundle) claimWith(t *testing.T, enqueue enqueueFunc, key, body string) *store.ClaimResult {
 	t.Helper()
+	return b.claimIn(t, context.Background(), enqueue, key, body)
+}
+
+// claimIn claims key for body in ctx (the request's, with its trace).
+func (b *testBundle) claimIn(t *testing.T, ctx context.Context, enqueue enqueueFunc, key, body string) *store.ClaimResult {
+	t.Helper()
 	payload, err := lead.Decode([]byte(body), &lead.DecodeOpts{})
 	if err != nil {
 		t.Fatalf("decode %s: %v", body, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testkit.Patience)
+	ctx, cancel := context.WithTimeout(ctx, testkit.Patience)
 	defer cancel()
 	st := b.store
 	if enqueue != nil {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/downstream"
@@ -158,6 +160,7 @@ func (w *ProcessLeadWorker) NextRetry(job *river.Job[ProcessLeadArgs]) time.Time
 
 // Work runs one attempt at the lead.
 func (w *ProcessLeadWorker) Work(ctx context.Context, job *river.Job[ProcessLeadArgs]) error {
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("lead_id", job.Args.LeadID.String())) // the job's span (Traced)
 	dctx, cancel := dbContext(ctx)
 	l, err := w.cfg.Store.Lead(dctx, job.Args.LeadID)
 	cancel()

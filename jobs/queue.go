@@ -29,11 +29,16 @@ func NewQueue(client *river.Client[pgx.Tx], clients *callers.Holder) *Queue {
 }
 
 // ProcessLeads inserts the ProcessLead job of each lead in one insert, and
-// returns the jobs' ids in the order of leads.
-func (q *Queue) ProcessLeads(ctx context.Context, tx pgx.Tx, leads []uuid.UUID) ([]int64, error) {
+// returns the jobs' ids in the order of leads. Each job's metadata holds
+// its own traceparent (traceParents[i], none when empty): the trace its
+// work continues (Traced).
+func (q *Queue) ProcessLeads(ctx context.Context, tx pgx.Tx, leads []uuid.UUID, traceParents []string) ([]int64, error) {
 	params := make([]river.InsertManyParams, len(leads))
 	for i, id := range leads {
 		params[i] = river.InsertManyParams{Args: ProcessLeadArgs{LeadID: id}}
+		if i < len(traceParents) && traceParents[i] != "" {
+			params[i].InsertOpts = &river.InsertOpts{Metadata: traceMetadata(traceParents[i])}
+		}
 	}
 	res, err := q.client.InsertManyTx(ctx, tx, params)
 	if err != nil {

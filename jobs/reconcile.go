@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/leadintake/leadintake/lead"
@@ -93,7 +95,17 @@ func (w *ReconcileWorker) settle(ctx context.Context, ref store.KeyRef) {
 		}
 	}
 
+	// The look-up and the resumed job continue the lead's trace.
 	dctx, cancel := dbContext(ctx)
+	tp, err := w.cfg.Store.LeadTraceParent(dctx, ref.LeadID)
+	cancel()
+	if err == nil {
+		var span trace.Span
+		ctx, span = leadSpan(ctx, tp, "reconcile lead",
+			attribute.String("lead_id", ref.LeadID.String()), attribute.String("client_id", ref.ClientID))
+		defer span.End()
+	}
+	dctx, cancel = dbContext(ctx)
 	l, err := w.cfg.Store.Lead(dctx, ref.LeadID)
 	cancel()
 	if err != nil {

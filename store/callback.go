@@ -18,14 +18,19 @@ type Callback struct {
 	CreatedAt time.Time
 	// Done is set once it was delivered or given up.
 	Done bool
+	// TraceParent is that of the request that last claimed or re-opened
+	// the key of the finish delivered ("" for none): the delivery
+	// continues its trace.
+	TraceParent string
 }
 
 // LoadCallback returns a delivery; ErrNotFound when there is none.
 func (s *Store) LoadCallback(ctx context.Context, id uuid.UUID) (*Callback, error) {
 	cb := &Callback{ID: id}
 	err := s.db.QueryRow(ctx, `
-SELECT client_id, payload, created_at, delivered_at IS NOT NULL OR given_up_at IS NOT NULL
-FROM callbacks WHERE id = $1`, id).Scan(&cb.ClientID, &cb.Payload, &cb.CreatedAt, &cb.Done)
+SELECT c.client_id, c.payload, c.created_at, c.delivered_at IS NOT NULL OR c.given_up_at IS NOT NULL,
+       coalesce((SELECT l.trace_parent FROM leads l WHERE l.id = c.lead_id), '')
+FROM callbacks c WHERE c.id = $1`, id).Scan(&cb.ClientID, &cb.Payload, &cb.CreatedAt, &cb.Done, &cb.TraceParent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leadintake/leadintake/internal/tracing"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
 )
@@ -134,6 +135,9 @@ type leadRow struct {
 	Amendment   int32      `db:"amendment" pg:"int4"`
 	// JobID is nil for a quarantined lead: it has no job.
 	JobID *int64 `db:"job_id" pg:"int8"`
+	// TraceParent is the claiming request's W3C traceparent, nil for
+	// none: the lead's work continues that trace.
+	TraceParent *string `db:"trace_parent" pg:"text"`
 }
 
 // rowsOf returns the key and lead rows a claim of p writes for the lead id,
@@ -267,7 +271,8 @@ func readKey(ctx context.Context, tx pgx.Tx, clientID, key string) (*existingKey
 }
 
 // reopenSQL gives the lead of a key that a retry (or a redrive) re-opens a
-// new attempt, if the key is still as read. The lead is checked again under
+// new attempt, if the key is still as read, with the trace its work
+// continues (@trace_parent, else the lead's). The lead is checked again under
 // its lock: an erasure that held it commits first, the update finds it
 // erased and returns nothing, and the caller decides again.
 var reopenSQL = `
@@ -279,9 +284,10 @@ WITH k AS (
     RETURNING k.lead_id
 )
 UPDATE leads SET finished_at = NULL, delivery_since = now(), waiting_for = NULL, waiting_since = NULL,
-    booked_for = NULL, booked_at = NULL, updated_at = now()
+    booked_for = NULL, booked_at = NULL, updated_at = now(),
+    trace_parent = coalesce(@trace_parent::text, leads.trace_parent)
 FROM k WHERE leads.id = k.lead_id AND (leads.erased_at IS NOT NULL) = @erased
-RETURNING leads.id`
+RETURNING leads.id, coalesce(leads.trace_parent, '')`
 
 // supersededSQL reads, and locks, the key an amendment supersedes, with
 // what the amendment inherits: the chain's external reference and the
@@ -380,6 +386,7 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 			return errNothingToCommit
 		}
 		k, l := rowsOf(p, leadID, ch)
+		l.TraceParent = nullIfEmpty(tracing.TraceParent(ctx))
 		var claimed []uuid.UUID
 		rows, err := tx.Query(ctx, insertKeysSQL, rowArgs([]keyRow{k}, nil))
 		if err == nil {
@@ -464,10 +471,14 @@ func (s *Store) quarantineTx(ctx context.Context, tx pgx.Tx, p *ClaimParams, l l
 // with their jobs, in tx.
 func (s *Store) insertLeads(ctx context.Context, tx pgx.Tx, leads []leadRow) error {
 	ids := make([]uuid.UUID, len(leads))
+	traces := make([]string, len(leads))
 	for i := range leads {
 		ids[i] = leads[i].ID
+		if tp := leads[i].TraceParent; tp != nil {
+			traces[i] = *tp
+		}
 	}
-	jobIDs, err := s.jobs.ProcessLeads(ctx, tx, ids)
+	jobIDs, err := s.jobs.ProcessLeads(ctx, tx, ids, traces)
 	if err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}
@@ -521,7 +532,7 @@ func (s *Store) answer(ctx context.Context, tx pgx.Tx, p *ClaimParams, e *existi
 	}
 	switch e.key.Retry() {
 	case lead.RetryReopens:
-		if err := s.reopenTx(ctx, tx, p.ClientID, p.Key, e.key, lead.KeyReopen); err != nil {
+		if err := s.reopenTx(ctx, tx, p.ClientID, p.Key, e.key, lead.KeyReopen, tracing.TraceParent(ctx)); err != nil {
 			return nil, err
 		}
 		return &ClaimResult{Outcome: OutcomeReopened, State: lead.KeyProcessing, LeadID: e.leadID}, nil
@@ -538,20 +549,25 @@ func (s *Store) answer(ctx context.Context, tx pgx.Tx, p *ClaimParams, e *existi
 // event: lead.KeyReopen, a retry's or a redrive's, or lead.KeyRelease, a
 // quarantine's), and enqueues its lead's new job: the one way a finished
 // key works again. It returns errRaced when the key changed since it was
-// read.
-func (s *Store) reopenTx(ctx context.Context, tx pgx.Tx, clientID, key string, k lead.Key, event lead.KeyEvent) error {
+// read. traceParent is the re-opening request's (a retry's), which the
+// lead's work continues from now on; empty (a redrive, a release), the
+// lead's work continues the trace of the request that last claimed or
+// re-opened it.
+func (s *Store) reopenTx(ctx context.Context, tx pgx.Tx, clientID, key string, k lead.Key, event lead.KeyEvent, traceParent string) error {
 	if !k.Allows(event) {
 		return errRaced
 	}
 	var leadID uuid.UUID
-	err := tx.QueryRow(ctx, reopenSQL, readArgs(k, pgx.NamedArgs{"client_id": clientID, "key": key})).Scan(&leadID)
+	err := tx.QueryRow(ctx, reopenSQL, readArgs(k, pgx.NamedArgs{
+		"client_id": clientID, "key": key, "trace_parent": nullIfEmpty(traceParent),
+	})).Scan(&leadID, &traceParent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errRaced
 	}
 	if err != nil {
 		return fmt.Errorf("reopen: %w", err)
 	}
-	if err := enqueue(ctx, tx, s.jobs, leadID); err != nil {
+	if err := enqueue(ctx, tx, s.jobs, leadID, traceParent); err != nil {
 		return fmt.Errorf("reopen: %w", err)
 	}
 	return nil
@@ -565,9 +581,10 @@ var errNothingToCommit = errors.New("nothing to commit")
 const setJobSQL = `UPDATE leads SET job_id = $2 WHERE id = $1`
 
 // enqueue inserts, in tx, a new job for an existing lead (re-opened, or
-// resumed after reconciliation) and records it on the lead.
-func enqueue(ctx context.Context, tx pgx.Tx, jobs Jobs, leadID uuid.UUID) error {
-	ids, err := jobs.ProcessLeads(ctx, tx, []uuid.UUID{leadID})
+// resumed after reconciliation), continuing the trace of traceParent (none
+// when empty), and records it on the lead.
+func enqueue(ctx context.Context, tx pgx.Tx, jobs Jobs, leadID uuid.UUID, traceParent string) error {
+	ids, err := jobs.ProcessLeads(ctx, tx, []uuid.UUID{leadID}, []string{traceParent})
 	if err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leadintake/leadintake/internal/tracing"
 	"github.com/leadintake/leadintake/lead"
 )
 
@@ -61,6 +62,9 @@ type claimGroup struct {
 type groupedClaim struct {
 	p      *ClaimParams
 	leadID uuid.UUID
+	// traceParent is the claiming request's: its lead's job continues
+	// that trace, not the group's.
+	traceParent string
 	// claimed is set, before done is closed, when the group claimed the
 	// key; otherwise the claim goes the single way.
 	claimed bool
@@ -75,7 +79,7 @@ func (g *claimGroup) claim(ctx context.Context, p *ClaimParams) (*ClaimResult, b
 	if err != nil {
 		return nil, false, fmt.Errorf("claim: lead id: %w", err)
 	}
-	c := &groupedClaim{p: p, leadID: leadID, done: make(chan struct{})}
+	c := &groupedClaim{p: p, leadID: leadID, traceParent: tracing.TraceParent(ctx), done: make(chan struct{})}
 	g.batches.add(c)
 	select {
 	case <-c.done:
@@ -118,6 +122,7 @@ func (g *claimGroup) commit(ctx context.Context, group []*groupedClaim) error {
 		}
 		seen[sl] = true
 		k, l := rowsOf(c.p, c.leadID, chain{})
+		l.TraceParent = nullIfEmpty(c.traceParent)
 		keys = append(keys, k)
 		leads[c.leadID] = l
 	}

@@ -42,7 +42,7 @@ func fromCaller(t testing.TB) context.Context {
 	return context.WithValue(t.Context(), callerKey{}, true)
 }
 
-func (j *fakeJobs) ProcessLeads(ctx context.Context, tx pgx.Tx, leads []uuid.UUID) ([]int64, error) {
+func (j *fakeJobs) ProcessLeads(ctx context.Context, tx pgx.Tx, leads []uuid.UUID, _ []string) ([]int64, error) {
 	j.calls.Add(1)
 	if j.failLeads.Load() || j.failGroups.Load() && ctx.Value(callerKey{}) == nil {
 		return nil, errQueue

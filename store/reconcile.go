@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/leadintake/leadintake/internal/tracing"
 	"github.com/leadintake/leadintake/lead"
 )
 
@@ -86,7 +87,9 @@ WHERE id = (SELECT lead_id FROM k)`, readArgs(l.KeyState, pgx.NamedArgs{
 			return errNothingToCommit
 		}
 		resumed = true
-		return enqueue(ctx, tx, s.jobs, l.ID)
+		// The resumed job continues the trace of ctx: the reconciler's
+		// span in the lead's trace (see LeadTraceParent).
+		return enqueue(ctx, tx, s.jobs, l.ID, tracing.TraceParent(ctx))
 	})
 	if errors.Is(err, errNothingToCommit) {
 		err = nil

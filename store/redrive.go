@@ -137,7 +137,7 @@ ORDER BY k.finished_at, k.client_id, k.key`,
 				continue
 			}
 			if !p.DryRun {
-				if err := s.reopenTx(ctx, tx, c.name.ClientID, c.name.Key, c.key, lead.KeyReopen); err != nil {
+				if err := s.reopenTx(ctx, tx, c.name.ClientID, c.name.Key, c.key, lead.KeyReopen, ""); err != nil {
 					return err
 				}
 			}

@@ -72,7 +72,7 @@ WHERE client_id = $1 AND key = $2 AND (superseded_by IS NULL OR superseded_by = 
 					continue
 				}
 			}
-			if err := s.reopenTx(ctx, tx, clientID, key, e.key, lead.KeyRelease); err != nil {
+			if err := s.reopenTx(ctx, tx, clientID, key, e.key, lead.KeyRelease, ""); err != nil {
 				return err
 			}
 			out.Keys = append(out.Keys, name)

@@ -86,8 +86,10 @@ func (s *Store) FlagDuplicates(window time.Duration) { s.dupWindow = window }
 // key it supersedes. jobs.Queue is River's.
 type Jobs interface {
 	// ProcessLeads inserts, in tx, the job of each lead, and returns the
-	// jobs' ids in the order of leads.
-	ProcessLeads(ctx context.Context, tx pgx.Tx, leads []uuid.UUID) ([]int64, error)
+	// jobs' ids in the order of leads. traceParents are, in the same
+	// order, the W3C traceparent each job's work continues ("" for none):
+	// each request's own, also when claims commit together.
+	ProcessLeads(ctx context.Context, tx pgx.Tx, leads []uuid.UUID, traceParents []string) ([]int64, error)
 	// Callback reports whether the client's finishes are announced to a
 	// callback of its own.
 	Callback(clientID string) bool

@@ -21,6 +21,7 @@ import (
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/admin"
 	"github.com/leadintake/leadintake/internal/service"
+	"github.com/leadintake/leadintake/internal/tracing"
 	"github.com/leadintake/leadintake/jobs"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/migrations"
@@ -250,7 +251,9 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 	}
 
 	const readTimeout = 30 * time.Second
-	apiServer := service.NewServer(api, service.ServerOpts{
+	// Every request but the probes is a span, the child of its
+	// traceparent (see internal/tracing).
+	apiServer := service.NewServer(tracing.Handler(api, "/healthz", "/readyz"), service.ServerOpts{
 		ReadTimeout:  readTimeout,
 		WriteTimeout: readTimeout + cfg.RequestTimeout + cfg.MaxWait + 5*time.Second,
 		Logger:       p.Logger,

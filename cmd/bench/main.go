@@ -65,8 +65,11 @@ type options struct {
 	duration, warmup, paced, maxWait, system time.Duration
 	clients, threads, burst, prefill, wait   int
 	rate, maxLoad                            float64
-	out, serverURL, pgbench                  string
-	phases, features                         map[string]bool
+	// tracing is the sampling ratio of the traces the api and the worker
+	// export to an in-process receiver; 0 for none.
+	tracing                 float64
+	out, serverURL, pgbench string
+	phases, features        map[string]bool
 }
 
 // allFeatures are what -features may switch on: what a user of the service
@@ -109,6 +112,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.out, "out", "bench-results.json", "where to write the results as JSON")
 	fs.StringVar(&o.serverURL, "db", "", "PostgreSQL server URL (default TEST_DATABASE_URL, else DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)")
 	fs.StringVar(&o.pgbench, "pgbench", "", "pgbench binary (default: pg_config --bindir, /usr/lib/postgresql/*/bin, PATH)")
+	fs.Float64Var(&o.tracing, "tracing", 0.1, "run the api and the worker with traces exported at this sampling ratio (0 to 1) to an in-process OTLP receiver that discards them, as a user would run them; 0: no tracing")
 	fs.Float64Var(&o.maxLoad, "max-load", 0, "wait until the 1-minute load average is below this and no test runs (0: do not wait, only warn)")
 	fs.DurationVar(&o.maxWait, "max-wait", 20*time.Minute, "longest wait for -max-load")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, among "+strings.Join(allPhases, ","))
@@ -136,6 +140,9 @@ func parseFlags(args []string) (*options, error) {
 		}
 		o.phases[p] = true
 	}
+	if o.tracing < 0 || o.tracing > 1 {
+		return nil, errors.New("-tracing: a ratio from 0 to 1")
+	}
 	if o.clients < 1 || o.burst < 1 || o.rate <= 0 || o.duration <= 0 || o.prefill < 1 || o.system <= 0 || o.wait < 1 || o.paced <= 0 {
 		return nil, errors.New("-clients, -burst, -rate, -duration, -paced, -system, -prefer-wait and -prefill must be positive")
 	}
@@ -162,9 +169,14 @@ type results struct {
 		Burst    int     `json:"burst"`
 		System   string  `json:"system"`
 		Phases   string  `json:"phases"`
+		// Tracing is the sampling ratio of the processes' traces; 0 for
+		// none.
+		Tracing  float64 `json:"tracing,omitempty"`
 		Features string  `json:"features"`
 	} `json:"flags"`
-	Pgbench struct {
+	// TracedSpans counts the spans the processes exported (-tracing).
+	TracedSpans int `json:"traced_spans,omitempty"`
+	Pgbench     struct {
 		Claim  *pgbenchResult `json:"claim,omitempty"`
 		Select *pgbenchResult `json:"select,omitempty"`
 		Replay *pgbenchResult `json:"replay_tx,omitempty"`
@@ -248,6 +260,7 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	res.Flags.Phases = strings.Join(phases, ",")
+	res.Flags.Tracing = o.tracing
 	var features []string
 	for _, f := range allFeatures {
 		if o.features[f] {
@@ -255,6 +268,12 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	res.Flags.Features = strings.Join(features, ",")
+
+	stopTracing, err := setTracing(o.tracing)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	warn := warner(&res.Warnings)
 	checkQuiet := func(when string) {
@@ -289,6 +308,7 @@ func run(ctx context.Context, args []string) error {
 	checkQuiet("at end")
 	res.LoadEnd = loadAvg()
 
+	res.TracedSpans = stopTracing()
 	setTargets(&res)
 	res.N8n = compareN8n(&res)
 	printSummary(&res)
@@ -808,6 +828,9 @@ func printSummary(r *results) {
 	fmt.Printf("leadintake bench, %s, %d CPUs (%s), %s, %s\n", r.Date.Format(time.RFC3339), r.Machine.NProc,
 		r.Machine.CPUModel, r.Machine.Postgres, r.Machine.Go)
 	fmt.Printf("load average at start %.2f, at end %.2f\n", r.Machine.LoadAtStart[0], r.LoadEnd[0])
+	if r.Flags.Tracing > 0 {
+		fmt.Printf("tracing at ratio %g: %d spans exported by the api and the worker (received and discarded in process)\n", r.Flags.Tracing, r.TracedSpans)
+	}
 	pg := func(name string, p *pgbenchResult) {
 		if p != nil {
 			fmt.Printf("  %-34s %9.0f tx/s   p50 %6.2f ms  p99 %6.2f ms  (%d failed; cores: machine %.2f, postgres %.2f, pgbench client %.2f, other %.2f)\n",

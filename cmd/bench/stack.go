@@ -232,7 +232,7 @@ func keepAnalyzed(pool *pgxpool.Pool, every time.Duration) func() {
 }
 
 func (s *stack) startAPI(ctx context.Context) error {
-	p, err := system.Start(s.bins.Path("api"), []string{
+	p, err := system.Start(s.bins.Path("api"), append([]string{
 		"DATABASE_URL=" + s.dbURL,
 		"API_ADDR=127.0.0.1:0",
 		"ADMIN_ADDR=127.0.0.1:0",
@@ -240,7 +240,7 @@ func (s *stack) startAPI(ctx context.Context) error {
 		"CLIENTS_FILE=" + s.clientsFile,
 		// Every page request of the spam phase comes from 127.0.0.1.
 		"PUBLIC_RATE_LIMIT=1000000/s",
-	})
+	}, traceEnv...))
 	if err != nil {
 		return err
 	}
@@ -266,6 +266,7 @@ func (s *stack) startWorker(ctx context.Context) error {
 		"NOTIFY_URL=" + s.fakeSrv.URL + "/notify",
 		"CLIENTS_FILE=" + s.clientsFile,
 	}
+	env = append(env, traceEnv...)
 	if s.features["bucket"] {
 		env = append(env, "ENRICHMENT_RATE_LIMIT="+unbindingLimit, "CRM_RATE_LIMIT="+unbindingLimit, "NOTIFY_RATE_LIMIT="+unbindingLimit)
 	}

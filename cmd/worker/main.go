@@ -16,6 +16,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/downstream"
@@ -227,6 +228,9 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 			jobs.QueueCallbacks:   {MaxWorkers: 20},
 		},
 		Workers: workers,
+		// A lead's job continues the trace of the request that claimed or
+		// re-opened its key.
+		Middleware: []rivertype.Middleware{&jobs.Traced{}},
 		PeriodicJobs: []*river.PeriodicJob{
 			periodic(cfg.CleanupInterval, jobs.CleanupArgs{}),
 			periodic(cfg.ReconcileInterval, jobs.ReconcileArgs{}),

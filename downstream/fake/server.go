@@ -70,6 +70,9 @@ type Server struct {
 	enrichCalls   int
 	callbacks     map[string]*callback
 	callbackSeq   int
+	// traceParents are the traceparent headers received, by target, in
+	// order of arrival ("" for a request without one).
+	traceParents map[Target][]string
 	// callbackSecret is Options.CallbackSecret unless SetCallbackSecret
 	// replaced it.
 	callbackSecret webhook.Secret
@@ -193,6 +196,15 @@ func (s *Server) SetCallbackSecret(secret webhook.Secret) {
 	s.callbackSecret = secret
 }
 
+// TraceParents returns the traceparent header of every request target
+// received, faulted or not, in order of arrival ("" for a request that
+// had none).
+func (s *Server) TraceParents(target Target) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.traceParents[target]...)
+}
+
 // Reset forgets every record, notification, callback, count, scripted fault
 // and chaos mix, as if the Server were new; its Options stay.
 func (s *Server) Reset() {
@@ -210,6 +222,7 @@ func (s *Server) reset() {
 	s.enrichCalls = 0
 	s.callbacks = make(map[string]*callback)
 	s.callbackSeq = 0
+	s.traceParents = make(map[Target][]string)
 	s.callbackSecret = s.opts.CallbackSecret
 }
 
@@ -235,6 +248,7 @@ func (s *Server) serve(target Target, h func(*http.Request, []byte) reply) http.
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.requests[target]++
+		s.traceParents[target] = append(s.traceParents[target], r.Header.Get("traceparent"))
 		f := s.faultsOf(target).next()
 		s.mu.Unlock()
 

@@ -25,6 +25,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/leadintake/leadintake/internal/tracing"
 )
 
 // RunFunc is a binary's whole program: its arguments (the program's name
@@ -85,6 +87,23 @@ type Common struct {
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"graceful-stop budget"`
 	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	Tracing
+}
+
+// Tracing are the OpenTelemetry variables a serving process honours. The
+// SDK reads them itself (every other OTEL_ variable of the SDK and the
+// OTLP exporter too); they are here for the usage table, as text, so that
+// a value is the SDK's to judge (see internal/tracing).
+type Tracing struct {
+	OTLPEndpoint        string `envconfig:"OTEL_EXPORTER_OTLP_ENDPOINT" desc:"OTLP/HTTP collector base URL (such as http://jaeger:4318); set, traces are exported"`
+	OTLPTracesEndpoint  string `envconfig:"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" desc:"OTLP/HTTP traces URL, in full (.../v1/traces); set, traces are exported"`
+	TracesExporter      string `envconfig:"OTEL_TRACES_EXPORTER" desc:"otlp exports traces (to localhost:4318 without an endpoint), none exports none; unset, traces are exported only with an endpoint"`
+	TracesSampler       string `envconfig:"OTEL_TRACES_SAMPLER" desc:"the SDK's sampler; unset parentbased_always_on (parentbased_traceidratio with OTEL_TRACES_SAMPLER_ARG samples a share of new traces)"`
+	TracesSamplerArg    string `envconfig:"OTEL_TRACES_SAMPLER_ARG" desc:"the sampler's argument: the ratio of traceidratio samplers, 0 to 1"`
+	ServiceName         string `envconfig:"OTEL_SERVICE_NAME" desc:"the service of the process's spans; unset leadintake-api or leadintake-worker"`
+	SDKDisabled         string `envconfig:"OTEL_SDK_DISABLED" desc:"true exports no traces or metrics, whatever the other OTEL_ variables say"`
+	MetricsExporter     string `envconfig:"OTEL_METRICS_EXPORTER" desc:"otlp exports the pool's statistics and statement durations over OTLP/HTTP too (/metrics serves Prometheus either way); unset, only with OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"`
+	OTLPMetricsEndpoint string `envconfig:"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" desc:"OTLP/HTTP metrics URL, in full (.../v1/metrics); set, metrics are exported"`
 }
 
 // Validate checks what Common holds beyond its types.
@@ -154,6 +173,9 @@ func OpenPool(ctx context.Context, databaseURL string, opts PoolOpts) (*pgxpool.
 			cfg.ConnConfig.RuntimeParams[k] = v
 		}
 	}
+	// Statements in a traced context are spans of it; their parameters
+	// are never recorded.
+	tracing.TracePool(cfg)
 	if writable := urlParam(databaseURL, "target_session_attrs"); writable == "read-write" || writable == "primary" {
 		// A connection is checked for a server that takes writes when it
 		// is made; a server that stops taking them later (a primary fenced
@@ -219,22 +241,39 @@ type Process struct {
 
 	common  *Common
 	hangups *hangups // nil when SIGHUP is not caught (run in-process)
-	group   *errgroup.Group
-	ctx     context.Context
-	cancel  context.CancelFunc
+	// flush sends the spans still buffered (tracing.Setup).
+	flush  func(context.Context) error
+	group  *errgroup.Group
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
-// Start opens what a process needs: the logger (on stdout), the pool and a
-// registry holding the Go runtime's and the process's own metrics. The
-// process's work stops when ctx ends; Wait waits for it.
+// Start opens what a process needs: the logger (on stdout), the tracer
+// provider (tracing.Setup, under the service name pool.ApplicationName
+// unless OTEL_SERVICE_NAME is set), the pool and a registry holding the Go
+// runtime's and the process's own metrics. The process's work stops when
+// ctx ends; Wait waits for it.
 func Start(ctx context.Context, c *Common, stdout io.Writer, pool PoolOpts) (*Process, error) {
 	logger, err := NewLogger(stdout, c.LogFormat, c.LogLevel)
 	if err != nil {
 		return nil, err
 	}
-	p, err := OpenPool(ctx, c.DatabaseURL, pool)
+	flush, traced, err := tracing.Setup(ctx, pool.ApplicationName, tracing.Options{})
 	if err != nil {
 		return nil, err
+	}
+	if traced {
+		logger.Info("traces exported", slog.String("service", pool.ApplicationName))
+	}
+	p, err := OpenPool(ctx, c.DatabaseURL, pool)
+	if err != nil {
+		return nil, errors.Join(err, flush(ctx))
+	}
+	// Exported only with an OTLP meter provider (OTEL_METRICS_EXPORTER);
+	// the Prometheus metrics of /metrics are served in any case.
+	if err := tracing.RecordPoolStats(p); err != nil {
+		p.Close()
+		return nil, errors.Join(err, flush(ctx))
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -244,7 +283,7 @@ func Start(ctx context.Context, c *Common, stdout io.Writer, pool PoolOpts) (*Pr
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	group, gctx := errgroup.WithContext(ctx)
-	return &Process{Logger: logger, Pool: p, Registry: registry, common: c, hangups: hangups, group: group, ctx: gctx, cancel: cancel}, nil
+	return &Process{Logger: logger, Pool: p, Registry: registry, common: c, hangups: hangups, group: group, ctx: gctx, cancel: cancel, flush: flush}, nil
 }
 
 // Context is done when the process is told to stop, or when any of its work
@@ -294,7 +333,8 @@ func (p *Process) OnHangup(fn func()) {
 	})
 }
 
-// Wait waits for the process's work to end, and closes the pool.
+// Wait waits for the process's work to end, closes the pool, and sends the
+// spans still buffered, within SHUTDOWN_TIMEOUT.
 func (p *Process) Wait() error {
 	err := p.group.Wait()
 	if p.hangups != nil {
@@ -302,6 +342,11 @@ func (p *Process) Wait() error {
 	}
 	p.cancel()
 	p.Pool.Close()
+	fctx, cancel := context.WithTimeout(context.Background(), p.common.ShutdownTimeout)
+	defer cancel()
+	if ferr := p.flush(fctx); ferr != nil {
+		p.Logger.Warn("spans not flushed", slog.String("error", ferr.Error()))
+	}
 	return err
 }
 

@@ -1,0 +1,9 @@
+package tracing
+
+import (
+	"testing"
+
+	"github.com/leadintake/leadintake/internal/testkit"
+)
+
+func TestMain(m *testing.M) { testkit.Main(m) }
