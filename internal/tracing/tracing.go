@@ -169,6 +169,7 @@ func Setup(ctx context.Context, service string, o Options) (shutdown func(contex
 		sdktrace.WithResource(res),
 	)
 	otel.SetTracerProvider(tp)
+	exporting.Store(true)
 	return func(ctx context.Context) error {
 		err := tp.Shutdown(ctx)
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -256,12 +257,29 @@ func Transport(base http.RoundTripper, name string) http.RoundTripper {
 	)
 }
 
+// exporting is set once Setup installed a tracer provider that exports:
+// until then (and in processes that export nothing) Handler and TracePool
+// make no spans, which would all be dropped, and cost every request and
+// statement their making.
+var exporting atomic.Bool
+
 // Handler wraps h, a server's handler, so that every request is a server
 // span, the child of the request's traceparent when it has one, except the
 // probes of the paths untraced (such as /healthz, polled every few
 // seconds). The span is named by its method until the router names it by
-// route (NameByRoute).
+// route (NameByRoute). Set up after Setup; while nothing is exported, it
+// only takes the request's traceparent into its context.
 func Handler(h http.Handler, untraced ...string) http.Handler {
+	if !exporting.Load() {
+		// No span can be recorded: the request's traceparent alone is
+		// taken, for the calls it leads to.
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("traceparent") != "" {
+				r = r.WithContext(propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
 	return otelhttp.NewHandler(h, "http.server",
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
 		otelhttp.WithPropagators(propagator),
@@ -285,7 +303,10 @@ func NameByRoute(ctx context.Context, method, route string) {
 // TracePool makes every statement of the pool cfg configures a client span
 // of the span in its context (none without one), with the statement's SQL
 // and never its parameters (they hold personal data), nor the connection's
-// user or address.
+// user or address. It does nothing unless Setup set up an export first.
 func TracePool(cfg *pgxpool.Config) {
+	if !exporting.Load() {
+		return // no span can be recorded: none is made
+	}
 	cfg.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithDisableConnectionDetailsInAttributes())
 }
