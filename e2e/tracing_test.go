@@ -198,12 +198,14 @@ FROM leads l JOIN river_job j ON j.id = l.job_id WHERE l.idempotency_key = $1`, 
 	}
 
 	// The spans: for each lead, the api's request span (a child of the
-	// POST's), the worker's job span with the lead's id, statements, the
-	// CRM call and the callback's delivery, all in the POST's trace.
+	// POST's), the worker's job span with the lead's id, statements, its
+	// finish (a statement of a group of leads, recorded in each one's
+	// trace), the CRM call and the callback's delivery, all in the POST's
+	// trace.
 	spanOf := func(sp otlpsink.Span) string {
 		return fmt.Sprintf("%s %q parent=%s attrs=%v", sp.Service, sp.Name, sp.ParentSpanID, sp.Attributes)
 	}
-	type found struct{ request, job, sql, crm, callback bool }
+	type found struct{ request, job, sql, finish, crm, callback bool }
 	testkit.EventuallyWithin(t, 30*time.Second, "every lead's spans received", func() bool {
 		byTrace := map[string]*found{}
 		polled := false
@@ -218,6 +220,8 @@ FROM leads l JOIN river_job j ON j.id = l.job_id WHERE l.idempotency_key = $1`, 
 				f.request = true
 			case sp.Service == "leadintake-worker" && sp.Name == "job process_lead":
 				f.job = true
+			case sp.Service == "leadintake-worker" && sp.Name == "finish leads (grouped)":
+				f.finish, f.sql = true, true
 			case sp.Service == "leadintake-worker" && sp.Attributes["db.system.name"] == "postgresql":
 				f.sql = true
 			case sp.Service == "leadintake-worker" && sp.Name == "PUT crm":
@@ -233,7 +237,7 @@ FROM leads l JOIN river_job j ON j.id = l.job_id WHERE l.idempotency_key = $1`, 
 			return false
 		}
 		for _, sub := range subs {
-			if f := byTrace[sub.traceID]; f == nil || !f.request || !f.job || !f.sql || !f.crm || !f.callback {
+			if f := byTrace[sub.traceID]; f == nil || !f.request || !f.job || !f.sql || !f.finish || !f.crm || !f.callback {
 				return false
 			}
 		}

@@ -63,8 +63,10 @@ type groupedClaim struct {
 	p      *ClaimParams
 	leadID uuid.UUID
 	// traceParent is the claiming request's: its lead's job continues
-	// that trace, not the group's.
+	// that trace, not the group's. ctx is the request's, in whose trace
+	// the group's statements are recorded.
 	traceParent string
+	ctx         context.Context
 	// claimed is set, before done is closed, when the group claimed the
 	// key; otherwise the claim goes the single way.
 	claimed bool
@@ -79,7 +81,7 @@ func (g *claimGroup) claim(ctx context.Context, p *ClaimParams) (*ClaimResult, b
 	if err != nil {
 		return nil, false, fmt.Errorf("claim: lead id: %w", err)
 	}
-	c := &groupedClaim{p: p, leadID: leadID, traceParent: tracing.TraceParent(ctx), done: make(chan struct{})}
+	c := &groupedClaim{p: p, leadID: leadID, traceParent: tracing.TraceParent(ctx), ctx: ctx, done: make(chan struct{})}
 	g.batches.add(c)
 	select {
 	case <-c.done:
@@ -98,8 +100,10 @@ func (g *claimGroup) claim(ctx context.Context, p *ClaimParams) (*ClaimResult, b
 func (g *claimGroup) commitGroup(group []*groupedClaim) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.opts.Timeout)
 	defer cancel()
-	_ = g.commit(ctx, group)
+	start := time.Now()
+	err := g.commit(ctx, group)
 	for _, c := range group {
+		tracing.Grouped(c.ctx, "claim keys (grouped)", start, time.Now(), len(group), err)
 		close(c.done)
 	}
 }

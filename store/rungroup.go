@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leadintake/leadintake/internal/tracing"
 )
 
 // GroupRuns makes the reads (Lead), the saves (Save, but the durable ones),
@@ -101,7 +103,11 @@ func (g *runGroup) saveGroup(group []*pendingSave) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 	defer cancel()
+	start := time.Now()
 	ids, err := g.store.saveRows(ctx, false, rows, calls)
+	for _, p := range members {
+		tracing.Grouped(p.ctx, "save leads (grouped)", start, time.Now(), len(members), err)
+	}
 	if err != nil {
 		if len(members) == 1 {
 			// Alone, the single way would only try again.
@@ -179,11 +185,15 @@ func (g *runGroup) finishGroup(group []*pendingFinish) {
 		done []Finished
 		fin  finishing
 	)
+	start := time.Now()
 	err := g.store.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		done, err = g.store.finishTx(ctx, tx, true, fs, &fin)
 		return err
 	})
+	for _, p := range members {
+		tracing.Grouped(p.ctx, "finish leads (grouped)", start, time.Now(), len(members), err)
+	}
 	if err != nil {
 		if len(members) == 1 {
 			members[0].grouped, members[0].err = true, err
@@ -240,7 +250,12 @@ func (g *runGroup) checkGroup(group []*pendingCheck) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 	defer cancel()
-	if err := g.store.checkRuns(ctx, members); err != nil && len(members) == 1 {
+	start := time.Now()
+	err := g.store.checkRuns(ctx, members)
+	for _, p := range members {
+		tracing.Grouped(p.ctx, "check holds (grouped)", start, time.Now(), len(members), err)
+	}
+	if err != nil && len(members) == 1 {
 		members[0].checked, members[0].err = true, err
 	}
 }
@@ -295,20 +310,12 @@ func (g *runGroup) loadGroup(group []*pendingLoad) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
 	defer cancel()
-	rows, err := g.store.db.Query(ctx, loadLeadsSQL, ids)
+	start := time.Now()
+	got, err := g.store.loadRows(ctx, ids)
+	for _, p := range members {
+		tracing.Grouped(p.ctx, "load leads (grouped)", start, time.Now(), len(members), err)
+	}
 	if err != nil {
-		return
-	}
-	defer rows.Close()
-	got := make(map[uuid.UUID]*Lead, len(ids))
-	for rows.Next() {
-		l, err := scanLead(rows)
-		if err != nil {
-			return
-		}
-		got[l.ID] = l
-	}
-	if rows.Err() != nil {
 		return
 	}
 	for _, p := range members {
@@ -319,4 +326,22 @@ func (g *runGroup) loadGroup(group []*pendingLoad) {
 		}
 		p.loaded = true
 	}
+}
+
+// loadRows reads the leads ids in one statement, by id.
+func (s *Store) loadRows(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*Lead, error) {
+	rows, err := s.db.Query(ctx, loadLeadsSQL, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := make(map[uuid.UUID]*Lead, len(ids))
+	for rows.Next() {
+		l, err := scanLead(rows)
+		if err != nil {
+			return nil, err
+		}
+		got[l.ID] = l
+	}
+	return got, rows.Err()
 }

@@ -19,11 +19,14 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -309,4 +312,21 @@ func TracePool(cfg *pgxpool.Config) {
 		return // no span can be recorded: none is made
 	}
 	cfg.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithDisableConnectionDetailsInAttributes())
+}
+
+// Grouped records, in the trace of ctx (when its span is recording), the
+// statement one group ran for it and others (a group commit, a grouped
+// read or save): a client span named name from start to end, with the
+// group's size and its error. The statement itself runs on the group's own
+// context, which no single trace owns.
+func Grouped(ctx context.Context, name string, start, end time.Time, size int, err error) {
+	if !trace.SpanFromContext(ctx).IsRecording() {
+		return
+	}
+	_, span := Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(start),
+		trace.WithAttributes(semconv.DBSystemNamePostgreSQL, attribute.Int("leadintake.group_size", size)))
+	if err != nil {
+		span.SetStatus(codes.Error, "group failed")
+	}
+	span.End(trace.WithTimestamp(end))
 }
