@@ -205,11 +205,11 @@ func TestScrub(t *testing.T) {
 	for i, s := range got {
 		have := map[string]string{}
 		for _, a := range s.Attributes {
-			have[string(a.Key)] = a.Value.Emit()
+			have[string(a.Key)] = a.Value.String()
 		}
 		for _, e := range s.Events {
 			for _, a := range e.Attributes {
-				have[string(a.Key)] = a.Value.Emit()
+				have[string(a.Key)] = a.Value.String()
 			}
 		}
 		if i == 0 {
@@ -245,8 +245,8 @@ func TestScrubDatabaseError(t *testing.T) {
 	}
 	for _, e := range got.Events {
 		for _, a := range e.Attributes {
-			if strings.Contains(a.Value.Emit(), "ada@") {
-				t.Errorf("event %s: %s = %q", e.Name, a.Key, a.Value.Emit())
+			if strings.Contains(a.Value.String(), "ada@") {
+				t.Errorf("event %s: %s = %q", e.Name, a.Key, a.Value.String())
 			}
 		}
 	}
@@ -357,7 +357,7 @@ func TestHandler(t *testing.T) {
 		t.Errorf("span %q, parent %s, kind %s", s.Name, s.Parent.SpanID(), s.SpanKind)
 	}
 	for _, a := range s.Attributes {
-		if v := a.Value.Emit(); strings.Contains(v, "secret-key") || strings.Contains(v, "x=1") {
+		if v := a.Value.String(); strings.Contains(v, "secret-key") || strings.Contains(v, "x=1") {
 			t.Errorf("%s = %q", a.Key, v)
 		}
 	}
