@@ -3,6 +3,7 @@ package callers_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,24 +207,41 @@ func TestAPIClientsAndMerge(t *testing.T) {
 	}
 }
 
-// A clients file that group or others may read is reported, with its mode.
+// A clients file that others may read, or a group the process is not in,
+// is reported, with its mode; one its own group may read is not (a
+// Kubernetes Secret mounted 0440 for the pod's fsGroup).
 func TestReadableByOthers(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for _, tt := range []struct {
-		mode     os.FileMode
+		mode os.FileMode
+		// other gives the file a group this process is not in (as root
+		// only: others cannot give a file such a group).
+		other    bool
 		readable bool
-	}{{0o600, false}, {0o400, false}, {0o640, true}, {0o604, true}, {0o644, true}} {
-		path := filepath.Join(dir, tt.mode.String())
+	}{
+		{0o600, false, false}, {0o400, false, false}, {0o640, false, false}, {0o440, false, false},
+		{0o604, false, true}, {0o644, false, true},
+		{0o640, true, true}, {0o600, true, false},
+	} {
+		if tt.other && os.Geteuid() != 0 {
+			continue
+		}
+		path := filepath.Join(dir, fmt.Sprintf("%s-%t", tt.mode, tt.other))
 		if err := os.WriteFile(path, []byte(goodFile), 0o600); err != nil {
 			t.Fatal(err)
+		}
+		if tt.other {
+			if err := os.Chown(path, -1, 65533); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := os.Chmod(path, tt.mode); err != nil {
 			t.Fatal(err)
 		}
 		mode, readable := callers.ReadableByOthers(path)
 		if readable != tt.readable || mode != tt.mode {
-			t.Errorf("mode %04o: %04o, readable %t; want readable %t", tt.mode, mode, readable, tt.readable)
+			t.Errorf("mode %04o, another group %t: %04o, readable %t; want readable %t", tt.mode, tt.other, mode, readable, tt.readable)
 		}
 	}
 	if _, readable := callers.ReadableByOthers(filepath.Join(dir, "missing")); readable {

@@ -39,18 +39,20 @@ func LoadFile(path string) (*Set, error) {
 	return set, nil
 }
 
-// ReadableByOthers reports whether group or others may read the file at
-// path, and its permission bits. A clients file holds secrets (callback
-// and webhook signing secrets): it should be readable by the service's user
-// alone. A file that cannot be looked at is not reported (reading it fails
-// with its own error).
+// ReadableByOthers reports whether others may read the file at path, or a
+// group this process does not belong to, and its permission bits. A
+// clients file holds secrets (callback and webhook signing secrets): it
+// should be readable by the service alone. A group of the service's own is
+// the service (a Kubernetes Secret mounted with mode 0440 for a pod's
+// fsGroup, which a non-root process needs to read it). A file that cannot
+// be looked at is not reported (reading it fails with its own error).
 func ReadableByOthers(path string) (fs.FileMode, bool) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return 0, false
 	}
 	perm := fi.Mode().Perm()
-	return perm, perm&0o044 != 0
+	return perm, perm&0o004 != 0 || perm&0o040 != 0 && !inOwnGroup(fi)
 }
 
 // ParseFile parses the YAML of a clients file:

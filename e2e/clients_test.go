@@ -97,14 +97,16 @@ func TestClientsFileReload(t *testing.T) {
 
 // A clients file that group or others may read is warned about, at start
 // and at each reload, in one log line that names the path and shows none
-// of the file's content; one readable by its owner alone is not.
+// of the file's content; one readable by its owner alone, or by the
+// service's own group (a Kubernetes Secret mounted 0440 for the pod's
+// fsGroup), is not.
 func TestClientsFileReadableByOthersIsWarned(t *testing.T) {
 	t.Parallel()
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	content := filedClient("readable-token-0001") + "    webhook_secret: " + secret + "\n"
 	warned := func(p *system.Process) (n int, line string) {
 		for _, l := range p.Lines() {
-			if strings.Contains(l, "clients file readable by group or others") {
+			if strings.Contains(l, "clients file readable by others, or by a group the service is not in") {
 				n, line = n+1, l
 			}
 		}
@@ -113,13 +115,27 @@ func TestClientsFileReadableByOthersIsWarned(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		mode os.FileMode
-		want int
-	}{{"OwnerOnly", 0o600, 0}, {"GroupAndOthers", 0o644, 1}, {"Group", 0o640, 1}} {
+		// otherGroup gives the file a group the service is not in (as
+		// root only).
+		otherGroup bool
+		want       int
+	}{
+		{"OwnerOnly", 0o600, false, 0}, {"GroupAndOthers", 0o644, false, 1},
+		{"OwnGroup", 0o440, false, 0}, {"AnotherGroup", 0o640, true, 1},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			if tt.otherGroup && os.Geteuid() != 0 {
+				t.Skip("only root gives a file a group it is not in")
+			}
 			s := newStack(t, nil)
 			path := filepath.Join(t.TempDir(), "clients.yaml")
 			writeClientsFile(t, path, content)
+			if tt.otherGroup {
+				if err := os.Chown(path, -1, 65533); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if err := os.Chmod(path, tt.mode); err != nil {
 				t.Fatal(err)
 			}

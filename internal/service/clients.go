@@ -29,10 +29,11 @@ func (p *Process) WatchClients(source callers.Source, clients *callers.Holder) {
 }
 
 // warnReadable logs one line, naming the path and the mode (never the
-// content), when group or others may read the clients file at path.
+// content), when others, or a group the service is not in, may read the
+// clients file at path.
 func warnReadable(logger *slog.Logger, path string) {
 	if mode, readable := callers.ReadableByOthers(path); readable {
-		logger.Warn("clients file readable by group or others: it holds secrets, make it the service's alone (chmod 600)",
+		logger.Warn("clients file readable by others, or by a group the service is not in: it holds secrets, make it the service's alone (chmod 600, or 640 with the service's group)",
 			slog.String("path", path), slog.String("mode", fmt.Sprintf("%04o", mode)))
 	}
 }
