@@ -51,6 +51,9 @@ type submitter struct {
 	spam      *spam.Verifier
 	metrics   *Metrics
 	retention time.Duration
+	// peeks decides whether a bearer token's submission reads its key
+	// before it claims.
+	peeks peekPolicy
 }
 
 // handleLeadCreate is POST /v1/leads: a caller authenticated by its bearer
@@ -87,7 +90,8 @@ func requireJSON(req *http.Request) error {
 // the rest of POST /v1/leads once the caller, its key and its body are
 // known. A retry of a key that exists is answered from one read, without a
 // transaction, and its body is not decoded again when its bytes are the
-// first request's; only a claim claims.
+// first request's, while retries are common enough for the read to pay
+// (peekPolicy); otherwise the claim answers it. Only a claim claims.
 func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) error {
 	req := c.Request()
 	st, timeout := sub.store, sub.timeout
@@ -114,12 +118,17 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	// claim helps nobody, and the caller's retry will find the result.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), timeout)
 	defer cancel()
-	peeked, err := st.Peek(ctx, clientID, key)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return storeError(err)
+	pk := publishableKeyOf(c)
+	var peeked *store.Peeked
+	if pk != "" || sub.peeks.wanted() {
+		if peeked, err = st.Peek(ctx, clientID, key); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return storeError(err)
+		}
+		if pk == "" && peeked != nil {
+			sub.peeks.observe(true)
+		}
 	}
 	var payload *lead.Payload
-	pk := publishableKeyOf(c)
 	if peeked != nil && pk != "" && !peeked.Publishable {
 		// Not a page's key: the page learns nothing of it.
 		return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch})
@@ -168,6 +177,9 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	res, err := st.Claim(ctx, p)
 	if err != nil {
 		return storeError(err)
+	}
+	if pk == "" && peeked == nil {
+		sub.peeks.observe(res.Outcome != store.OutcomeClaimed)
 	}
 	return sub.answer(c, clientID, key, res)
 }
