@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/internal/testkit"
@@ -35,17 +34,8 @@ func (c *peekCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEn
 func TestRetriesWithoutTheRead(t *testing.T) {
 	t.Parallel()
 	url, direct := dbtest.New(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
 	counter := &peekCounter{}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := dbtest.Traced(t, url, counter)
 	api := newTestAPIOn(t, direct, &testAPIOpts{Pool: pool})
 
 	// New keys only: the reads stop paying.

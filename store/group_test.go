@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/lead"
@@ -204,17 +203,8 @@ func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQu
 func TestOperationsReadTogether(t *testing.T) {
 	t.Parallel()
 	url, direct := dbtest.New(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
 	counter := &statementCounter{}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := dbtest.Traced(t, url, counter)
 	s, _ := newStore(t, pool)
 	if err := s.GroupClaims(store.GroupOpts{MaxGroup: 64, MaxInFlight: 1}); err != nil {
 		t.Fatal(err)

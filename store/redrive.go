@@ -65,24 +65,7 @@ const StateNotFound = "not_found"
 // the redrive. A key that does not qualify is left as it is; the named ones
 // are reported in Skipped.
 func (s *Store) Redrive(ctx context.Context, p *RedriveParams) (*Redriven, error) {
-	if s.jobs == nil {
-		return nil, errNoJobs
-	}
-	// A key that changed between its read and its re-open (a retry
-	// re-opened it first, an erasure, an amendment) starts it again.
-	for range 5 {
-		out, err := s.redriveOnce(ctx, p)
-		if !errors.Is(err, errRaced) {
-			return out, err
-		}
-	}
-	return nil, errors.New("redrive: the keys changed under every attempt")
-}
-
-func (s *Store) redriveOnce(ctx context.Context, p *RedriveParams) (*Redriven, error) {
-	out := &Redriven{}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		*out = Redriven{}
+	return s.reopenKeys(ctx, "redrive", func(tx pgx.Tx, out *Redriven) error {
 		type candidate struct {
 			name KeyName
 			key  lead.Key
@@ -161,12 +144,28 @@ VALUES ($1, $2, $3, $4, $5 * interval '1 second', $6, $7)`,
 			id, p.Via, nullIfEmpty(p.ClientID), nullIfEmpty(p.Outcome), since, len(p.Keys), len(out.Keys))
 		return err
 	})
-	switch {
-	case errors.Is(err, errNothingToCommit):
-	case errors.Is(err, errRaced):
-		return nil, err
-	case err != nil:
-		return nil, fmt.Errorf("redrive: %w", err)
+}
+
+// reopenKeys runs fill, which re-opens keys (reopenTx) and lists in out the
+// keys it re-opened and those it left, in one transaction: committed unless
+// fill returns errNothingToCommit (nothing to write, as a dry run). A key
+// that changed between its read and its re-open (a retry re-opened it
+// first, an erasure, an amendment: errRaced) starts it all again, a few
+// times at most. what names the operation in errors.
+func (s *Store) reopenKeys(ctx context.Context, what string, fill func(tx pgx.Tx, out *Redriven) error) (*Redriven, error) {
+	if s.jobs == nil {
+		return nil, errNoJobs
 	}
-	return out, nil
+	for range 5 {
+		out := &Redriven{}
+		err := s.inTx(ctx, func(tx pgx.Tx) error { return fill(tx, out) })
+		switch {
+		case errors.Is(err, errRaced):
+			continue
+		case err != nil && !errors.Is(err, errNothingToCommit):
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%s: the keys changed under every attempt", what)
 }

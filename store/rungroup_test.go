@@ -56,17 +56,8 @@ func (c *writeCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchE
 func groupedRuns(t *testing.T) (*store.Store, *writeCounter, *pgxpool.Pool) {
 	t.Helper()
 	url, direct := dbtest.New(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
 	counter := &writeCounter{}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := dbtest.Traced(t, url, counter)
 	s, _ := newStore(t, pool)
 	if err := s.GroupRuns(store.GroupOpts{MaxGroup: 64, MaxInFlight: 1}); err != nil {
 		t.Fatal(err)

@@ -24,22 +24,7 @@ const StateAlreadySuperseded = "already_superseded"
 // key now. A key that does not qualify is left as it is and reported in
 // Skipped with its state. All in one transaction.
 func (s *Store) Release(ctx context.Context, clientID string, keys []string) (*Redriven, error) {
-	if s.jobs == nil {
-		return nil, errNoJobs
-	}
-	for range 5 {
-		out, err := s.releaseOnce(ctx, clientID, keys)
-		if !errors.Is(err, errRaced) {
-			return out, err
-		}
-	}
-	return nil, errors.New("release: the keys changed under every attempt")
-}
-
-func (s *Store) releaseOnce(ctx context.Context, clientID string, keys []string) (*Redriven, error) {
-	out := &Redriven{}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		*out = Redriven{}
+	return s.reopenKeys(ctx, "release", func(tx pgx.Tx, out *Redriven) error {
 		for _, key := range keys {
 			name := KeyName{ClientID: clientID, Key: key}
 			e, err := readKey(ctx, tx, clientID, key)
@@ -82,14 +67,6 @@ WHERE client_id = $1 AND key = $2 AND (superseded_by IS NULL OR superseded_by = 
 		}
 		return nil
 	})
-	switch {
-	case errors.Is(err, errNothingToCommit):
-	case errors.Is(err, errRaced):
-		return nil, err
-	case err != nil:
-		return nil, fmt.Errorf("release: %w", err)
-	}
-	return out, nil
 }
 
 // QuarantinedKey is one quarantined key as an operator lists it: no

@@ -371,20 +371,30 @@ func runLeads(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	return printReopened(stdout, stderr, *asJSON, "redriven", done,
+		func(sk store.Skipped) string { return fmt.Sprintf("is %s", sk.State) }, "did not qualify")
+}
+
+// printReopened prints what a redrive or a release re-opened: "<verb> N",
+// or {"<verb>": N, "keys": [...]} with --json, and a line on stderr for
+// each key named that it left as it is (why tells why); such keys make it
+// fail, saying they were left (left).
+func printReopened(stdout, stderr io.Writer, asJSON bool, verb string, done *store.Redriven, why func(store.Skipped) string, left string) error {
 	for _, sk := range done.Skipped {
-		fmt.Fprintf(stderr, "key %s of client %s is %s: left as it is\n", sk.Key, sk.ClientID, sk.State)
+		fmt.Fprintf(stderr, "key %s of client %s %s: left as it is\n", sk.Key, sk.ClientID, why(sk))
 	}
-	if *asJSON {
+	var err error
+	if asJSON {
 		names := done.Keys
 		if names == nil {
 			names = []store.KeyName{}
 		}
-		err = printJSON(stdout, map[string]any{"redriven": len(done.Keys), "keys": names})
+		err = printJSON(stdout, map[string]any{verb: len(done.Keys), "keys": names})
 	} else {
-		_, err = fmt.Fprintf(stdout, "redriven %d\n", len(done.Keys))
+		_, err = fmt.Fprintf(stdout, "%s %d\n", verb, len(done.Keys))
 	}
 	if err == nil && len(done.Skipped) > 0 {
-		err = fmt.Errorf("%d of the keys named did not qualify", len(done.Skipped))
+		err = fmt.Errorf("%d of the keys named %s", len(done.Skipped), left)
 	}
 	return err
 }
@@ -501,22 +511,8 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		for _, sk := range done.Skipped {
-			fmt.Fprintf(stderr, "key %s of client %s was not released (it is %s): left as it is\n", sk.Key, sk.ClientID, sk.State)
-		}
-		if *asJSON {
-			names := done.Keys
-			if names == nil {
-				names = []store.KeyName{}
-			}
-			err = printJSON(stdout, map[string]any{"released": len(done.Keys), "keys": names})
-		} else {
-			_, err = fmt.Fprintf(stdout, "released %d\n", len(done.Keys))
-		}
-		if err == nil && len(done.Skipped) > 0 {
-			err = fmt.Errorf("%d of the keys named were not released", len(done.Skipped))
-		}
-		return err
+		return printReopened(stdout, stderr, *asJSON, "released", done,
+			func(sk store.Skipped) string { return fmt.Sprintf("was not released (it is %s)", sk.State) }, "were not released")
 	}
 	return &service.UsageError{Msg: fmt.Sprintf("unknown spam command %q", args[0]), Usage: spamUsage}
 }

@@ -213,3 +213,21 @@ func Tx(t testing.TB) pgx.Tx {
 	})
 	return tx
 }
+
+// Traced returns a second pool on the database at url whose statements
+// tracer sees (a counter of a test's statements), closed when the test
+// ends.
+func Traced(t testing.TB, url string, tracer pgx.QueryTracer) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("dbtest: %v", err)
+	}
+	cfg.ConnConfig.Tracer = tracer
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("dbtest: pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
