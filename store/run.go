@@ -336,7 +336,7 @@ func (s *Store) Holds(ctx context.Context, run *Run) error {
 }
 
 // checkRuns reads the leads of ps in one statement, and sets each one's
-// answer (checked, err). It returns an error, and sets nothing, when the
+// answer (grouped, err). It returns an error, and sets nothing, when the
 // read failed.
 func (s *Store) checkRuns(ctx context.Context, ps []*pendingCheck) error {
 	ids := make([]uuid.UUID, len(ps))
@@ -374,7 +374,7 @@ func (s *Store) checkRuns(ctx context.Context, ps []*pendingCheck) error {
 		case !ok || !p.run.Taken || h.run != p.run.Seq:
 			p.err = ErrRunTaken
 		}
-		p.checked = true
+		p.grouped = true
 	}
 	return nil
 }

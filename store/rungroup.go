@@ -48,27 +48,93 @@ type runGroup struct {
 	loads    batcher[*pendingLoad]
 }
 
+// pending is what every member of a group holds: its caller's context,
+// and done, closed once the group is over. grouped is set before, when the
+// group answered the member (err the answer of a group of one that
+// failed: alone, the single way would only try again); otherwise the
+// member goes the single way.
+type pending struct {
+	ctx     context.Context
+	done    chan struct{}
+	grouped bool
+	err     error
+}
+
+func newPending(ctx context.Context) pending {
+	return pending{ctx: ctx, done: make(chan struct{})}
+}
+
+func (p *pending) member() *pending { return p }
+
+// wait waits for the member's group, or for its caller to leave.
+func (p *pending) wait() error {
+	select {
+	case <-p.done:
+		return nil
+	case <-p.ctx.Done():
+		return p.ctx.Err()
+	}
+}
+
+// member is a pending save, check, finish or load.
+type member interface{ member() *pending }
+
+// runMembers runs one group: run does the work of the members whose callers
+// still wait, one a lead when lead names it (a twin goes the single way),
+// on a context of the group's own, and sets each one's answer; the
+// statement is recorded, as name, in the trace of each member.
+func runMembers[T member](g *runGroup, name string, group []T, lead func(T) uuid.UUID, run func(ctx context.Context, members []T) error) {
+	defer func() {
+		for _, p := range group {
+			close(p.member().done)
+		}
+	}()
+	var (
+		members []T
+		seen    = map[uuid.UUID]bool{}
+	)
+	for _, p := range group {
+		if p.member().ctx.Err() != nil {
+			continue // its caller left
+		}
+		if lead != nil {
+			id := lead(p)
+			if seen[id] {
+				continue // its twin's caller goes the single way
+			}
+			seen[id] = true
+		}
+		members = append(members, p)
+	}
+	if len(members) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+	defer cancel()
+	start := time.Now()
+	err := run(ctx, members)
+	for _, p := range members {
+		tracing.Grouped(p.member().ctx, name, start, time.Now(), len(members), err)
+	}
+	if err != nil && len(members) == 1 {
+		members[0].member().grouped, members[0].member().err = true, err
+	}
+}
+
 // pendingSave is one save waiting for its group.
 type pendingSave struct {
-	ctx   context.Context
+	pending
 	row   saveRow
 	calls []Call
-	// grouped is set, before done is closed, when the group wrote the
-	// save (saved or found fenced off), or failed alone with err;
-	// otherwise it goes the single way.
-	grouped, saved bool
-	err            error
-	done           chan struct{}
+	saved bool
 }
 
 // save writes one save in a group, and reports whether it saved the lead.
 func (g *runGroup) save(ctx context.Context, row saveRow, calls []Call) (bool, error) {
-	p := &pendingSave{ctx: ctx, row: row, calls: calls, done: make(chan struct{})}
+	p := &pendingSave{pending: newPending(ctx), row: row, calls: calls}
 	g.saves.add(p)
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		return false, ctx.Err()
+	if err := p.wait(); err != nil {
+		return false, err
 	}
 	if p.grouped {
 		return p.saved, p.err
@@ -78,74 +144,47 @@ func (g *runGroup) save(ctx context.Context, row saveRow, calls []Call) (bool, e
 }
 
 // saveGroup writes a group of saves in one round trip: the saves of one
-// implicit transaction (none of them durable), in the order of the leads.
+// implicit transaction (none of them durable).
 func (g *runGroup) saveGroup(group []*pendingSave) {
-	defer func() {
-		for _, p := range group {
-			close(p.done)
-		}
-	}()
-	var (
-		rows    []saveRow
-		calls   []Call
-		members []*pendingSave
-		seen    = make(map[uuid.UUID]bool, len(group))
-	)
-	for _, p := range group {
-		if p.ctx.Err() != nil || seen[p.row.LeadID] {
-			continue // its caller left, or its twin goes the single way
-		}
-		seen[p.row.LeadID] = true
-		rows, calls, members = append(rows, p.row), append(calls, p.calls...), append(members, p)
-	}
-	if len(rows) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
-	defer cancel()
-	start := time.Now()
-	ids, err := g.store.saveRows(ctx, false, rows, calls)
-	for _, p := range members {
-		tracing.Grouped(p.ctx, "save leads (grouped)", start, time.Now(), len(members), err)
-	}
-	if err != nil {
-		if len(members) == 1 {
-			// Alone, the single way would only try again.
-			members[0].grouped, members[0].err = true, err
-		}
-		return
-	}
-	saved := make(map[uuid.UUID]bool, len(ids))
-	for _, id := range ids {
-		saved[id] = true
-	}
-	for _, p := range members {
-		p.grouped, p.saved = true, saved[p.row.LeadID]
-	}
+	runMembers(g, "save leads (grouped)", group, func(p *pendingSave) uuid.UUID { return p.row.LeadID },
+		func(ctx context.Context, members []*pendingSave) error {
+			var (
+				rows  []saveRow
+				calls []Call
+			)
+			for _, p := range members {
+				rows, calls = append(rows, p.row), append(calls, p.calls...)
+			}
+			ids, err := g.store.saveRows(ctx, false, rows, calls)
+			if err != nil {
+				return err
+			}
+			saved := make(map[uuid.UUID]bool, len(ids))
+			for _, id := range ids {
+				saved[id] = true
+			}
+			for _, p := range members {
+				p.grouped, p.saved = true, saved[p.row.LeadID]
+			}
+			return nil
+		})
 }
 
 // pendingFinish is one finish waiting for its group.
 type pendingFinish struct {
-	ctx context.Context
+	pending
 	f   *Finish
-	// grouped is set, before done is closed, when the group committed the
-	// finish, or failed alone with err; otherwise it goes the single way.
-	grouped bool
-	res     Finished
-	err     error
-	done    chan struct{}
+	res Finished
 }
 
 // finish ends one lead in a group.
 func (g *runGroup) finish(ctx context.Context, f *Finish) (*Finished, error) {
-	p := &pendingFinish{ctx: ctx, f: f, done: make(chan struct{})}
+	p := &pendingFinish{pending: newPending(ctx), f: f}
 	g.finishes.add(p)
-	select {
-	case <-p.done:
-	case <-ctx.Done():
+	if err := p.wait(); err != nil {
 		// The group may still commit it: the job's next run finds the key
 		// finished, and does nothing.
-		return nil, ctx.Err()
+		return nil, err
 	}
 	if p.grouped {
 		if p.err != nil {
@@ -159,74 +198,46 @@ func (g *runGroup) finish(ctx context.Context, f *Finish) (*Finished, error) {
 // finishGroup finishes a group of leads in one durable transaction
 // (finishTx), and announces what it finished once it committed.
 func (g *runGroup) finishGroup(group []*pendingFinish) {
-	defer func() {
-		for _, p := range group {
-			close(p.done)
-		}
-	}()
-	var (
-		fs      []*Finish
-		members []*pendingFinish
-		seen    = make(map[uuid.UUID]bool, len(group))
-	)
-	for _, p := range group {
-		if p.ctx.Err() != nil || seen[p.f.LeadID] {
-			continue
-		}
-		seen[p.f.LeadID] = true
-		fs, members = append(fs, p.f), append(members, p)
-	}
-	if len(fs) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
-	defer cancel()
-	var (
-		done []Finished
-		fin  finishing
-	)
-	start := time.Now()
-	err := g.store.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		done, err = g.store.finishTx(ctx, tx, true, fs, &fin)
-		return err
-	})
-	for _, p := range members {
-		tracing.Grouped(p.ctx, "finish leads (grouped)", start, time.Now(), len(members), err)
-	}
-	if err != nil {
-		if len(members) == 1 {
-			members[0].grouped, members[0].err = true, err
-		}
-		return
-	}
-	g.store.announce(fin.finals...)
-	for i, p := range members {
-		p.grouped, p.res = true, done[i]
-	}
+	runMembers(g, "finish leads (grouped)", group, func(p *pendingFinish) uuid.UUID { return p.f.LeadID },
+		func(ctx context.Context, members []*pendingFinish) error {
+			fs := make([]*Finish, len(members))
+			for i, p := range members {
+				fs[i] = p.f
+			}
+			var (
+				done []Finished
+				fin  finishing
+			)
+			err := g.store.inTx(ctx, func(tx pgx.Tx) error {
+				var err error
+				done, err = g.store.finishTx(ctx, tx, true, fs, &fin)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			g.store.announce(fin.finals...)
+			for i, p := range members {
+				p.grouped, p.res = true, done[i]
+			}
+			return nil
+		})
 }
 
 // pendingCheck is one check of a run's hold waiting for its group.
 type pendingCheck struct {
-	ctx context.Context
+	pending
 	run Run
-	// checked is set, before done is closed, when the group read the
-	// lead; err is then the check's answer.
-	checked bool
-	err     error
-	done    chan struct{}
 }
 
 // check checks run's hold in a group.
 func (g *runGroup) check(ctx context.Context, run Run) error {
-	p := &pendingCheck{ctx: ctx, run: run, done: make(chan struct{})}
+	p := &pendingCheck{pending: newPending(ctx), run: run}
 	g.checks.add(p)
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := p.wait(); err != nil {
+		return err
 	}
-	if p.checked {
+	if p.grouped {
 		return p.err
 	}
 	return g.store.checkRuns(ctx, []*pendingCheck{p})
@@ -234,56 +245,30 @@ func (g *runGroup) check(ctx context.Context, run Run) error {
 
 // checkGroup checks a group of runs' holds in one statement.
 func (g *runGroup) checkGroup(group []*pendingCheck) {
-	defer func() {
-		for _, p := range group {
-			close(p.done)
-		}
-	}()
-	var members []*pendingCheck
-	for _, p := range group {
-		if p.ctx.Err() == nil {
-			members = append(members, p)
-		}
-	}
-	if len(members) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
-	defer cancel()
-	start := time.Now()
-	err := g.store.checkRuns(ctx, members)
-	for _, p := range members {
-		tracing.Grouped(p.ctx, "check holds (grouped)", start, time.Now(), len(members), err)
-	}
-	if err != nil && len(members) == 1 {
-		members[0].checked, members[0].err = true, err
-	}
+	runMembers(g, "check holds (grouped)", group, nil, g.store.checkRuns)
 }
 
 // pendingLoad is one read of a lead waiting for its group.
 type pendingLoad struct {
-	ctx context.Context
-	id  uuid.UUID
-	// loaded is set, before done is closed, when the group read the
-	// leads; l is then the lead, nil for none.
-	loaded bool
-	l      *Lead
-	done   chan struct{}
+	pending
+	id uuid.UUID
+	// l is the lead the group read, nil for none.
+	l *Lead
 }
 
 // load reads a lead in a group.
 func (g *runGroup) load(ctx context.Context, id uuid.UUID) (*Lead, error) {
-	p := &pendingLoad{ctx: ctx, id: id, done: make(chan struct{})}
+	p := &pendingLoad{pending: newPending(ctx), id: id}
 	g.loads.add(p)
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := p.wait(); err != nil {
+		return nil, err
 	}
-	if !p.loaded {
+	switch {
+	case !p.grouped:
 		return scanLead(g.store.db.QueryRow(ctx, loadLeadSQL, id))
-	}
-	if p.l == nil {
+	case p.err != nil:
+		return nil, p.err
+	case p.l == nil:
 		return nil, ErrNotFound
 	}
 	return p.l, nil
@@ -291,41 +276,25 @@ func (g *runGroup) load(ctx context.Context, id uuid.UUID) (*Lead, error) {
 
 // loadGroup reads a group of leads in one statement.
 func (g *runGroup) loadGroup(group []*pendingLoad) {
-	defer func() {
-		for _, p := range group {
-			close(p.done)
+	runMembers(g, "load leads (grouped)", group, nil, func(ctx context.Context, members []*pendingLoad) error {
+		ids := make([]uuid.UUID, len(members))
+		for i, p := range members {
+			ids[i] = p.id
 		}
-	}()
-	var (
-		ids     []uuid.UUID
-		members []*pendingLoad
-	)
-	for _, p := range group {
-		if p.ctx.Err() == nil {
-			ids, members = append(ids, p.id), append(members, p)
+		got, err := g.store.loadRows(ctx, ids)
+		if err != nil {
+			return err
 		}
-	}
-	if len(ids) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
-	defer cancel()
-	start := time.Now()
-	got, err := g.store.loadRows(ctx, ids)
-	for _, p := range members {
-		tracing.Grouped(p.ctx, "load leads (grouped)", start, time.Now(), len(members), err)
-	}
-	if err != nil {
-		return
-	}
-	for _, p := range members {
-		if l := got[p.id]; l != nil {
-			// Each caller gets a lead of its own, also for twins.
-			c := *l
-			p.l = &c
+		for _, p := range members {
+			if l := got[p.id]; l != nil {
+				// Each caller gets a lead of its own, also for twins.
+				c := *l
+				p.l = &c
+			}
+			p.grouped = true
 		}
-		p.loaded = true
-	}
+		return nil
+	})
 }
 
 // loadRows reads the leads ids in one statement, by id.
