@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,7 +68,8 @@ func (s *Store) Resume(ctx context.Context, l *Lead, st lead.State) (bool, error
 	}
 	var resumed bool
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `
+		var kept string
+		err := tx.QueryRow(ctx, `
 WITH k AS (
     UPDATE idempotency_keys k SET state = 'processing', reconcile_after = NULL, updated_at = now()
     FROM leads r
@@ -77,19 +79,22 @@ WITH k AS (
     RETURNING k.lead_id
 )
 UPDATE leads SET crm_state = @crm_state, crm_id = @crm_id, updated_at = now()
-WHERE id = (SELECT lead_id FROM k)`, readArgs(l.KeyState, pgx.NamedArgs{
+WHERE id = (SELECT lead_id FROM k)
+RETURNING coalesce(trace_parent, '')`, readArgs(l.KeyState, pgx.NamedArgs{
 			"lead": l.ID, "run": l.Run.Seq, "crm_state": st.CRM, "crm_id": nullIfEmpty(st.CRMID),
-		}))
+		})).Scan(&kept)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errNothingToCommit
+		}
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return errNothingToCommit
-		}
 		resumed = true
-		// The resumed job continues the trace of ctx: the reconciler's
-		// span in the lead's trace (see LeadTraceParent).
-		return enqueue(ctx, tx, s.jobs, l.ID, tracing.TraceParent(ctx))
+		// The resumed job continues the trace of ctx (the reconciler's
+		// span in the lead's trace, see LeadTraceParent), else, for an
+		// operator's settle, the trace of the POST that last claimed or
+		// re-opened the key.
+		return enqueue(ctx, tx, s.jobs, l.ID, cmp.Or(tracing.TraceParent(ctx), kept))
 	})
 	if errors.Is(err, errNothingToCommit) {
 		err = nil
