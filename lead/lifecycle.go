@@ -46,15 +46,54 @@ const (
 )
 
 // Notification is the notification step's state, as stored in
-// leads.notify_outcome (NULL while pending).
+// leads.notify_outcome (NULL while pending): every channel's, once each
+// has accepted or been given up.
 type Notification string
 
 // Notification states.
 const (
 	NotificationPending Notification = ""
-	NotificationSent    Notification = "sent"
-	NotificationFailed  Notification = "failed"
+	// NotificationSent: every channel accepted.
+	NotificationSent Notification = "sent"
+	// NotificationFailed: a channel was given up.
+	NotificationFailed Notification = "failed"
+	// NotificationNone: the lead's client has no channel (notify: []).
+	NotificationNone Notification = "none"
 )
+
+// MaxChannels bounds the notification channels of a lead.
+const MaxChannels = 5
+
+// ChannelState is one channel's state for a lead.
+type ChannelState string
+
+// Channel states.
+const (
+	ChannelPending ChannelState = ""
+	// ChannelUncertain: a message may have been sent: a channel that can
+	// find its messages looks before it sends again. Written ahead of
+	// every send of such a channel.
+	ChannelUncertain ChannelState = "uncertain"
+	ChannelSent      ChannelState = "sent"
+	ChannelFailed    ChannelState = "failed"
+)
+
+// Channel is what is saved of one notification channel of a lead.
+type Channel struct {
+	// Name is the channel's destination.
+	Name     string
+	State    ChannelState
+	Failures int
+	// Receipt is what the channel returned of its message (Slack's ts),
+	// to update it for an amendment.
+	Receipt string
+	// Since is when (Unix seconds) the first send that may have been
+	// applied started: a look-up for the message looks from then.
+	Since int64
+}
+
+// done reports whether the channel accepted or was given up.
+func (c *Channel) done() bool { return c.State == ChannelSent || c.State == ChannelFailed }
 
 // State is what is saved of a lead between its steps. Each call's result is
 // saved before the next call starts, so that a later attempt resumes instead
@@ -62,10 +101,18 @@ const (
 type State struct {
 	Enrichment           Enrichment
 	EnrichmentFailures   int
-	CRM                  CRM
-	CRMID                string
-	Notification         Notification
-	NotificationFailures int
+	// CRMDestination is the destination the lead's record is written
+	// to, chosen at its first CRM step (Input.CRMDestination) and kept: a
+	// write that may have been applied is looked up where it was made.
+	CRMDestination string
+	CRM            CRM
+	CRMID          string
+	Notification   Notification
+	// ChannelsSet is true once the lead's channels are chosen (at its
+	// first notification step, from Input.Channels); Channels are their
+	// states, in the client's order.
+	ChannelsSet bool
+	Channels    [MaxChannels]Channel
 	// CRMNotUpdated is set when an amendment, in create mode, found its
 	// reference's record already there: it is not posted again, and the
 	// lead completes with the warning crm_not_updated.
@@ -87,6 +134,9 @@ type State struct {
 	// another key, has the same email and content: the lead completes with
 	// the warning possible_duplicate. It is read, never written.
 	PossibleDuplicate bool
+	// ChainCRMID is the CRM's id of the record of the lead this one amends,
+	// when it was accepted; empty otherwise. It is read, never written.
+	ChainCRMID string
 }
 
 // Enriched reports whether the enrichment returned data.
@@ -150,9 +200,15 @@ const (
 	// limit. The lead tries again after Action.RetryAfter, or when the
 	// downstream recovers.
 	ActWait
+	// ActUpdate writes the lead over the CRM record Action.CRMID: the
+	// record of the amendment's chain, or one a look-up found.
+	ActUpdate
+	// ActFind looks for the message channel Action.Channel may have sent
+	// (a send whose outcome is uncertain).
+	ActFind
 )
 
-var kindNames = [...]string{"", "enrich", "upsert", "lookup", "create", "notify", "finish", "reconcile", "retry", "stop", "await_superseded", "skip", "wait"}
+var kindNames = [...]string{"", "enrich", "upsert", "lookup", "create", "notify", "finish", "reconcile", "retry", "stop", "await_superseded", "skip", "wait", "update", "find"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -164,16 +220,26 @@ func (k Kind) String() string {
 // Calls reports whether the action makes a downstream call.
 func (k Kind) Calls() bool {
 	switch k {
-	case ActEnrich, ActUpsert, ActLookup, ActCreate, ActNotify:
+	case ActEnrich, ActUpsert, ActLookup, ActCreate, ActNotify, ActUpdate, ActFind:
 		return true
 	}
 	return false
 }
 
 // Acts reports whether the action's call may change something downstream,
-// or decides on the CRM's record: such a call needs the lead held by the
-// run that makes it (Input.Held). An enrichment look-up only reads.
+// or decides on the CRM's record or a message: such a call needs the lead
+// held by the run that makes it (Input.Held). An enrichment look-up only
+// reads.
 func (k Kind) Acts() bool { return k.Calls() && k != ActEnrich }
+
+// CRMStep reports whether the action is a call of the CRM step.
+func (k Kind) CRMStep() bool {
+	switch k {
+	case ActUpsert, ActLookup, ActCreate, ActUpdate:
+		return true
+	}
+	return false
+}
 
 // Save says whether, and how, the state is saved before an action runs.
 type Save int
@@ -226,6 +292,11 @@ type Action struct {
 	Save Save
 	// Waits is the call an ActWait waits to make.
 	Waits Kind
+	// Channel is the channel (an index of State.Channels) of ActNotify
+	// and ActFind, and of an ActWait for one.
+	Channel int
+	// CRMID is the record ActUpdate writes over.
+	CRMID string
 }
 
 // Hold says that a downstream holds back a call for every lead alike, not
@@ -249,6 +320,10 @@ const (
 	// perhaps, not found yet. The failure is not the lead's own; it waits
 	// a moment (RetryAfter) and tries again.
 	HoldShared
+	// HoldUnauthorized: the downstream refused its credentials: until a
+	// call is accepted again (a corrected configuration), every lead bound
+	// for it waits, as in an outage.
+	HoldUnauthorized
 )
 
 // Failure is a failed call, classified.
@@ -261,6 +336,9 @@ type Failure struct {
 	Uncertain bool
 	// Conflict: the CRM answered 409 to a post (the record exists).
 	Conflict bool
+	// Unauthorized: the downstream refused its credentials (until the
+	// shared state makes it a Hold, HoldUnauthorized).
+	Unauthorized bool
 	// RetryAfter is the delay the downstream asked for.
 	RetryAfter time.Duration
 	// Stopping: the call was cut short because the worker is stopping.
@@ -279,17 +357,36 @@ type Result struct {
 	// Found is true when the enrichment returned data, or the look-up a
 	// record.
 	Found bool
-	// CRMID is the CRM's id of the record, after an upsert, a post or a
-	// look-up that found it.
+	// CRMID is the CRM's id of the record, after an upsert, a post, an
+	// update or a look-up that found it.
 	CRMID string
+	// Receipt is what a channel returned of its message (a send, or a
+	// find that found it).
+	Receipt string
 }
 
 // Input is what a transition needs besides the saved state.
 type Input struct {
 	// Key is the lead's key as the attempt found it: nothing is done for a
 	// key that is not processing, nor for an erased lead.
-	Key  Key
-	Mode Mode
+	Key Key
+	// CRM are the capabilities of the lead's CRM destination.
+	CRM CRMCapabilities
+	// CRMDestination is the CRM destination the lead's client writes to
+	// now: the lead's own, unless it chose one already.
+	CRMDestination string
+	// Channels are the notification channels of the lead's client now:
+	// the lead's, unless it chose them already. ChannelCaps are the
+	// capabilities of the lead's channels, by their index in
+	// State.Channels.
+	Channels    []string
+	ChannelCaps [MaxChannels]ChannelCapabilities
+	// Tried is each channel whose call failed, or was held back, in this
+	// attempt: it is not tried again before the attempt ends. The worker
+	// keeps it, from the results it passes in Last.
+	Tried [MaxChannels]Tried
+	// Now is the time (Unix seconds) a send written ahead is recorded at.
+	Now int64
 	// LastAttempt is true on the job's last attempt: a transient failure
 	// then ends the lead instead of asking for a retry.
 	LastAttempt bool
@@ -303,6 +400,28 @@ type Input struct {
 	// DELIVERY_MAX_AGE ago: a lead held back by a downstream then ends as
 	// at the end of its attempts.
 	DeliveryExpired bool
+}
+
+// Note makes r the last result, and records in Tried what it means for the
+// rest of the attempt: a channel whose call failed or was held back is not
+// tried again before the attempt ends.
+func (in *Input) Note(r *Result) {
+	in.Last = r
+	if f := r.Failure; f != nil && !f.Stopping && (r.Action.Kind == ActNotify || r.Action.Kind == ActFind) {
+		in.Tried[r.Action.Channel] = Tried{Tried: true, Held: f.Hold != HoldNone, Retry: f.Hold == HoldNone, RetryAfter: f.RetryAfter}
+	}
+}
+
+// Tried is a channel's failed or held call in the current attempt.
+type Tried struct {
+	Tried bool
+	// Held: its destination held it back (down, refused credentials,
+	// holding calls, rate); RetryAfter is then how long.
+	Held bool
+	// Retry: it failed and is worth another attempt, after RetryAfter
+	// (zero: the retry policy's).
+	Retry      bool
+	RetryAfter time.Duration
 }
 
 // Optional steps (the enrichment, the notification) are given up, with a
@@ -323,9 +442,11 @@ const (
 // between them (which finds out, before the call, whether a later run took
 // the lead or its personal data was erased), and the first call that acts
 // takes the lead for this run. The notification after an upsert that
-// succeeded only checks the run's hold (SaveCheck). The end of a lead (ActFinish, ActReconcile)
-// is not saved before: the finish writes the state itself, in the same
-// transaction as the key's end.
+// succeeded only checks the run's hold (SaveCheck). A write that may be
+// applied and whose repeat is not safe (a create, a send of a channel that
+// looks for its messages) is written ahead durably (SaveDurable). The end
+// of a lead (ActFinish, ActReconcile) is not saved before: the finish
+// writes the state itself, in the same transaction as the key's end.
 func Next(s State, in Input) (Action, State) {
 	act, next := decide(s, in)
 	if act.Kind == ActFinish || act.Kind == ActReconcile {
@@ -333,7 +454,7 @@ func Next(s State, in Input) (Action, State) {
 	}
 	if next != s || act.Kind == ActWait || (in.Last != nil && act.Kind.Calls()) || (!in.Held && act.Kind.Acts()) {
 		switch {
-		case act.Kind == ActCreate:
+		case act.Kind == ActCreate, act.Kind == ActNotify && in.ChannelCaps[act.Channel].Find:
 			act.Save = SaveDurable
 		case act.Kind == ActNotify && in.Held && in.Last != nil && in.Last.Action.Kind == ActUpsert && in.Last.Failure == nil:
 			act.Save = SaveCheck
@@ -359,7 +480,7 @@ func decide(s State, in Input) (Action, State) {
 			return *act, s
 		}
 	}
-	return plan(s, in.Mode)
+	return plan(s, in)
 }
 
 // apply records the result of a call in the state; it returns an action
@@ -382,7 +503,7 @@ func apply(s State, in Input, r *Result) (State, *Action) {
 		default:
 			s.Enrichment = EnrichmentUnavailable
 		}
-	case ActUpsert:
+	case ActUpsert, ActUpdate:
 		switch {
 		case f == nil:
 			s.CRM, s.CRMID = CRMAccepted, r.CRMID
@@ -394,6 +515,11 @@ func apply(s State, in Input, r *Result) (State, *Action) {
 		}
 	case ActLookup:
 		switch {
+		case f == nil && r.Found && s.CRM == CRMPending && in.CRM.UpdateByID:
+			// A record made under the reference by an earlier lead (the
+			// one amended, or one whose key expired): written over with
+			// this lead.
+			return s, &Action{Kind: ActUpdate, CRMID: r.CRMID}
 		case f == nil && r.Found:
 			// An amendment that finds the record before it posted
 			// anything leaves it as it is.
@@ -403,7 +529,9 @@ func apply(s State, in Input, r *Result) (State, *Action) {
 			// A look-up never decides the lead's fate, only whether a
 			// record exists: any failure of it is worth another try.
 			return fail(s, in, &Failure{Transient: true, Uncertain: true, RetryAfter: f.RetryAfter})
-		case r.Action.AfterConflict:
+		case r.Action.AfterConflict, !in.CRM.ConsistentLookup:
+			// Not found, by a look-up that may lag behind the write, or
+			// after the CRM said the record exists: asked again later.
 			return fail(s, in, &Failure{Transient: true, Uncertain: true})
 		default:
 			// A definite 404: nothing was applied. Post, written ahead as
@@ -426,15 +554,23 @@ func apply(s State, in Input, r *Result) (State, *Action) {
 			}
 			return fail(s, in, f)
 		}
-	case ActNotify:
+	case ActNotify, ActFind:
+		c := &s.Channels[r.Action.Channel]
 		switch {
+		case f == nil && (r.Action.Kind == ActNotify || r.Found):
+			c.State, c.Receipt = ChannelSent, r.Receipt
 		case f == nil:
-			s.Notification = NotificationSent
-		case retryOptional(f, in.LastAttempt, s.NotificationFailures):
-			s.NotificationFailures++
-			return s, &Action{Kind: ActRetry, RetryAfter: f.RetryAfter}
+			// Not found: nothing was sent; send it (written ahead again).
+			c.State = ChannelPending
+		case !f.Transient:
+			c.State = ChannelFailed
+		case retryOptional(f, in.LastAttempt, c.Failures):
+			c.Failures++
+			if r.Action.Kind == ActNotify && !f.Uncertain {
+				c.State = ChannelPending // certainly not sent
+			}
 		default:
-			s.Notification = NotificationFailed
+			c.State = ChannelFailed
 		}
 	}
 	return s, nil
@@ -444,24 +580,24 @@ func apply(s State, in Input, r *Result) (State, *Action) {
 // means: the lead waits, spending no attempt, for as long as the downstream
 // says, unless its delivery is past DELIVERY_MAX_AGE: then it ends as at
 // the end of its attempts. The enrichment is optional: it is skipped while
-// its service is down, and given up when it would wait longer than
-// optionalStepMaxWait.
+// its service is down or refuses its credentials, and given up when it
+// would wait longer than optionalStepMaxWait. A channel held back lets the
+// others go on (see plan).
 func held(s State, in Input, r *Result) (State, *Action) {
 	f := r.Failure
 	wait := &Action{Kind: ActWait, RetryAfter: f.RetryAfter, Waits: r.Action.Kind}
 	switch r.Action.Kind {
 	case ActEnrich:
-		if f.Hold == HoldDown || in.DeliveryExpired || f.RetryAfter > optionalStepMaxWait {
+		if f.Hold == HoldDown || f.Hold == HoldUnauthorized || in.DeliveryExpired || f.RetryAfter > optionalStepMaxWait {
 			s.Enrichment = EnrichmentUnavailable
 			return s, nil
 		}
 		return s, wait
-	case ActNotify:
+	case ActNotify, ActFind:
 		if in.DeliveryExpired {
-			s.Notification = NotificationFailed
-			return s, nil
+			s.Channels[r.Action.Channel].State = ChannelFailed
 		}
-		return s, wait
+		return s, nil
 	default: // the CRM
 		if in.DeliveryExpired {
 			last := in
@@ -474,7 +610,16 @@ func held(s State, in Input, r *Result) (State, *Action) {
 
 // plan returns the next step of a lead whose last result, if any, left the
 // choice to its state.
-func plan(s State, mode Mode) (Action, State) {
+func plan(s State, in Input) (Action, State) {
+	act, s := planStep(s, in)
+	if act.Kind.CRMStep() && s.CRMDestination == "" {
+		s.CRMDestination = in.CRMDestination
+	}
+	return act, s
+}
+
+func planStep(s State, in Input) (Action, State) {
+	caps := in.CRM
 	switch {
 	case s.Enrichment == EnrichmentPending:
 		return Action{Kind: ActEnrich}, s
@@ -484,7 +629,11 @@ func plan(s State, mode Mode) (Action, State) {
 		// Whatever the superseded lead still does to the CRM record, the
 		// amendment's write must come after it.
 		return Action{Kind: ActAwaitSuperseded}, s
-	case s.CRM != CRMAccepted && mode == ModeUpsert:
+	case s.CRM == CRMPending && s.Amendment > 0 && s.ChainCRMID != "" && caps.UpdateByID:
+		// The chain's record is known: written over, whatever the lead's
+		// members now say (an email changed, say).
+		return Action{Kind: ActUpdate, CRMID: s.ChainCRMID}, s
+	case s.CRM != CRMAccepted && caps.Upsert:
 		return Action{Kind: ActUpsert}, s
 	case s.CRM == CRMUncertain, s.CRM == CRMPending && s.RefUsedBefore:
 		// Never post while an earlier post, of this lead or of an earlier
@@ -494,9 +643,88 @@ func plan(s State, mode Mode) (Action, State) {
 		s.CRM = CRMUncertain // written ahead of the post
 		return Action{Kind: ActCreate}, s
 	case s.Notification == NotificationPending:
-		return Action{Kind: ActNotify}, s
+		return notify(s, in)
 	default:
 		return Action{Kind: ActFinish, Outcome: OutcomeCompleted}, s
+	}
+}
+
+// notify plans the notification step: the lead's channels, chosen at its
+// first notification step, each sent once, in order. A channel tried in
+// this attempt is not tried again before the attempt ends: one channel's
+// failure or outage holds back neither the others nor the ones after it.
+// When every channel accepted or was given up, the step ends; when some
+// are left, the attempt ends: a retry when one failed, a wait when all
+// that are left are held back.
+func notify(s State, in Input) (Action, State) {
+	if !s.ChannelsSet {
+		s.ChannelsSet = true
+		for i, name := range in.Channels[:min(len(in.Channels), MaxChannels)] {
+			s.Channels[i] = Channel{Name: name}
+		}
+	}
+	var (
+		left, retry bool
+		retryAfter  time.Duration
+		wait        = -1
+	)
+	for i := range s.Channels {
+		c := &s.Channels[i]
+		if c.Name == "" || c.done() {
+			continue
+		}
+		left = true
+		t := in.Tried[i]
+		switch {
+		case !t.Tried && c.State == ChannelUncertain && in.ChannelCaps[i].Find:
+			return Action{Kind: ActFind, Channel: i}, s
+		case !t.Tried:
+			if in.ChannelCaps[i].Find {
+				// Written ahead: a message may be sent from now on.
+				c.State = ChannelUncertain
+				if c.Since == 0 {
+					c.Since = in.Now
+				}
+			}
+			return Action{Kind: ActNotify, Channel: i}, s
+		case t.Retry:
+			retry, retryAfter = true, max(retryAfter, t.RetryAfter)
+		case t.Held && (wait < 0 || t.RetryAfter < in.Tried[wait].RetryAfter):
+			wait = i
+		}
+	}
+	switch {
+	case retry:
+		return Action{Kind: ActRetry, RetryAfter: retryAfter}, s
+	case left && wait >= 0:
+		return Action{Kind: ActWait, RetryAfter: in.Tried[wait].RetryAfter, Waits: ActNotify, Channel: wait}, s
+	case left:
+		// Tried, neither failed nor held: cannot be, but never loop.
+		return Action{Kind: ActRetry}, s
+	}
+	s.Notification = notificationOf(&s)
+	return Action{Kind: ActFinish, Outcome: OutcomeCompleted}, s
+}
+
+// notificationOf is the notification step's end, from its channels'.
+func notificationOf(s *State) Notification {
+	n, sent := 0, 0
+	for _, c := range s.Channels {
+		switch {
+		case c.Name == "":
+			continue
+		case c.State == ChannelSent:
+			sent++
+		}
+		n++
+	}
+	switch {
+	case n == 0:
+		return NotificationNone
+	case sent == n:
+		return NotificationSent
+	default:
+		return NotificationFailed
 	}
 }
 
@@ -524,14 +752,22 @@ func retryOptional(f *Failure, last bool, failures int) bool {
 // Abandoned is the end of a lead whose job ended without recording one (a
 // crash on its last attempt, a job cancelled or deleted by an operator): the
 // end its last attempt would have given it. A lead the CRM accepted
-// completes (a notification not known to be sent counts as failed); one whose
-// post may have been applied goes to reconciliation; any other fails, and a
-// retry of its key re-opens it.
+// completes (a channel not known to have accepted counts as given up); one
+// whose post may have been applied goes to reconciliation; any other fails,
+// and a retry of its key re-opens it.
 func Abandoned(s State) (Action, State) {
 	switch s.CRM {
 	case CRMAccepted:
 		if s.Notification == NotificationPending {
-			s.Notification = NotificationFailed
+			for i := range s.Channels {
+				if c := &s.Channels[i]; c.Name != "" && !c.done() {
+					c.State = ChannelFailed
+				}
+			}
+			s.Notification = notificationOf(&s)
+			if !s.ChannelsSet {
+				s.Notification = NotificationFailed
+			}
 		}
 		return Action{Kind: ActFinish, Outcome: OutcomeCompleted}, s
 	case CRMUncertain:

@@ -36,10 +36,30 @@ func act(k lead.Kind) lead.Action { return lead.Action{Kind: k} }
 func finish(o lead.Outcome) lead.Action { return lead.Action{Kind: lead.ActFinish, Outcome: o} }
 
 // enriched is a state past its enrichment, before the CRM.
-var enriched = lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMPending}
+var enriched = lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMPending, CRMDestination: "crm"}
 
 // accepted is a state past the CRM, before the notification.
-var accepted = lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMAccepted, CRMID: "crm_1"}
+var accepted = lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMAccepted, CRMID: "crm_1", CRMDestination: "crm"}
+
+// notifying is accepted with its one channel chosen.
+var notifying = with(accepted, func(s *lead.State) { s.ChannelsSet = true; s.Channels[0].Name = "notification" })
+
+// channel returns s with its first channel's state edited.
+func channel(s lead.State, edit func(*lead.Channel)) lead.State {
+	edit(&s.Channels[0])
+	return s
+}
+
+// CRM capabilities: upsert and create modes of the http kind.
+var (
+	upsert = lead.CRMCapabilities{Upsert: true, ConsistentLookup: true}
+	create = lead.CRMCapabilities{ConsistentLookup: true}
+)
+
+// input is the Input of a table's case: one channel, "notification".
+func input(caps lead.CRMCapabilities) lead.Input {
+	return lead.Input{Key: processing, CRM: caps, CRMDestination: "crm", Channels: []string{"notification"}}
+}
 
 func with(s lead.State, edit func(*lead.State)) lead.State {
 	edit(&s)
@@ -48,13 +68,9 @@ func with(s lead.State, edit func(*lead.State)) lead.State {
 
 func TestNext(t *testing.T) {
 	t.Parallel()
-	const (
-		upsert = lead.ModeUpsert
-		create = lead.ModeCreate
-	)
 	tests := []struct {
 		name string
-		mode lead.Mode
+		mode lead.CRMCapabilities
 		last bool // the job's last attempt
 		// expired: the lead's delivery started DELIVERY_MAX_AGE ago.
 		expired bool
@@ -68,10 +84,10 @@ func TestNext(t *testing.T) {
 		wantState lead.State
 	}{
 		// The start of an attempt resumes at the first unfinished step.
-		{name: "NewLeadIsEnriched", mode: upsert, s: lead.State{CRM: lead.CRMPending},
-			wantAct: act(lead.ActEnrich), wantState: lead.State{CRM: lead.CRMPending}},
+		{name: "NewLeadIsEnriched", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"},
+			wantAct: act(lead.ActEnrich), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}},
 		{name: "EnrichedLeadGoesToTheCRM", mode: upsert, s: enriched, wantAct: act(lead.ActUpsert), wantState: enriched},
-		{name: "AcceptedLeadIsNotified", mode: create, s: accepted, wantAct: act(lead.ActNotify), wantState: accepted},
+		{name: "AcceptedLeadChoosesItsChannelsAndIsNotified", mode: create, s: accepted, wantAct: act(lead.ActNotify), wantState: notifying},
 		{name: "NotifiedLeadCompletes", mode: upsert, s: with(accepted, func(s *lead.State) { s.Notification = lead.NotificationSent }),
 			wantAct: finish(lead.OutcomeCompleted), wantState: with(accepted, func(s *lead.State) { s.Notification = lead.NotificationSent })},
 		{name: "CreateIsWrittenAheadAsUncertain", mode: create, s: enriched,
@@ -84,26 +100,26 @@ func TestNext(t *testing.T) {
 			wantAct: act(lead.ActUpsert), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain; s.RefUsedBefore = true })},
 
 		// Enrichment.
-		{name: "EnrichmentData", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: ok, found: true,
+		{name: "EnrichmentData", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: ok, found: true,
 			wantAct: act(lead.ActUpsert), wantState: enriched},
-		{name: "EnrichmentNoData", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: ok,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentNoData, CRM: lead.CRMPending}},
-		{name: "EnrichmentFailureRetried", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: transient,
-			wantAct: act(lead.ActRetry), wantState: lead.State{CRM: lead.CRMPending, EnrichmentFailures: 1}},
-		{name: "EnrichmentRetryAfterHonoured", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: waitShort,
-			wantAct: lead.Action{Kind: lead.ActRetry, RetryAfter: 30 * time.Second}, wantState: lead.State{CRM: lead.CRMPending, EnrichmentFailures: 1}},
-		{name: "EnrichmentGivenUpAfterThreeFailures", mode: upsert, s: lead.State{CRM: lead.CRMPending, EnrichmentFailures: 2}, ran: act(lead.ActEnrich), failure: transient,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, EnrichmentFailures: 2}},
-		{name: "EnrichmentGivenUpOnLongWait", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: waitLong,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending}},
-		{name: "EnrichmentGivenUpOnLastAttempt", mode: upsert, last: true, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: transient,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending}},
-		{name: "EnrichmentGivenUpOnRefusal", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: permanent,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending}},
+		{name: "EnrichmentNoData", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: ok,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentNoData, CRM: lead.CRMPending, CRMDestination: "crm"}},
+		{name: "EnrichmentFailureRetried", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: transient,
+			wantAct: act(lead.ActRetry), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", EnrichmentFailures: 1}},
+		{name: "EnrichmentRetryAfterHonoured", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: waitShort,
+			wantAct: lead.Action{Kind: lead.ActRetry, RetryAfter: 30 * time.Second}, wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", EnrichmentFailures: 1}},
+		{name: "EnrichmentGivenUpAfterThreeFailures", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", EnrichmentFailures: 2}, ran: act(lead.ActEnrich), failure: transient,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm", EnrichmentFailures: 2}},
+		{name: "EnrichmentGivenUpOnLongWait", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: waitLong,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm"}},
+		{name: "EnrichmentGivenUpOnLastAttempt", mode: upsert, last: true, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: transient,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm"}},
+		{name: "EnrichmentGivenUpOnRefusal", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: permanent,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm"}},
 
 		// Upsert.
 		{name: "UpsertAccepted", mode: upsert, s: enriched, ran: act(lead.ActUpsert), failure: ok,
-			wantAct: act(lead.ActNotify), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMAccepted })},
+			wantAct: act(lead.ActNotify), wantState: with(notifying, func(s *lead.State) {})},
 		{name: "UpsertRefused", mode: upsert, s: enriched, ran: act(lead.ActUpsert), failure: permanent,
 			wantAct: finish(lead.OutcomeCRMRejected), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMRejected })},
 		{name: "UpsertFailureRetried", mode: upsert, s: enriched, ran: act(lead.ActUpsert), failure: uncertain,
@@ -115,7 +131,7 @@ func TestNext(t *testing.T) {
 
 		// Create.
 		{name: "CreateAccepted", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: ok,
-			wantAct: act(lead.ActNotify), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMAccepted })},
+			wantAct: act(lead.ActNotify), wantState: with(notifying, func(s *lead.State) {})},
 		{name: "CreateUncertainRetried", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: uncertain,
 			wantAct: act(lead.ActRetry), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
 		{name: "CreateUncertainOnLastAttemptAwaitsReconciliation", mode: create, last: true, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: uncertain,
@@ -129,7 +145,7 @@ func TestNext(t *testing.T) {
 
 		// Look-up.
 		{name: "LookupFound", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActLookup), failure: ok, found: true,
-			wantAct: act(lead.ActNotify), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMAccepted })},
+			wantAct: act(lead.ActNotify), wantState: with(notifying, func(s *lead.State) {})},
 		{name: "LookupNotFoundPostsWrittenAhead", mode: create, s: with(enriched, func(s *lead.State) { s.RefUsedBefore = true }), ran: act(lead.ActLookup), failure: ok,
 			wantAct: act(lead.ActCreate), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain; s.RefUsedBefore = true })},
 		{name: "LookupAfterConflictNotFoundWaits", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: lead.Action{Kind: lead.ActLookup, AfterConflict: true}, failure: ok,
@@ -140,12 +156,14 @@ func TestNext(t *testing.T) {
 			wantAct: act(lead.ActReconcile), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
 
 		// Notification.
-		{name: "NotificationSent", mode: upsert, s: accepted, ran: act(lead.ActNotify), failure: ok,
-			wantAct: finish(lead.OutcomeCompleted), wantState: with(accepted, func(s *lead.State) { s.Notification = lead.NotificationSent })},
-		{name: "NotificationFailureRetried", mode: upsert, s: accepted, ran: act(lead.ActNotify), failure: transient,
-			wantAct: act(lead.ActRetry), wantState: with(accepted, func(s *lead.State) { s.NotificationFailures = 1 })},
-		{name: "NotificationGivenUpCompletes", mode: upsert, s: with(accepted, func(s *lead.State) { s.NotificationFailures = 2 }), ran: act(lead.ActNotify), failure: transient,
-			wantAct: finish(lead.OutcomeCompleted), wantState: with(accepted, func(s *lead.State) { s.NotificationFailures = 2; s.Notification = lead.NotificationFailed })},
+		{name: "NotificationSent", mode: upsert, s: notifying, ran: act(lead.ActNotify), failure: ok,
+			wantAct: finish(lead.OutcomeCompleted), wantState: with(channel(notifying, func(c *lead.Channel) { c.State = lead.ChannelSent }), func(s *lead.State) { s.Notification = lead.NotificationSent })},
+		{name: "NotificationFailureRetried", mode: upsert, s: notifying, ran: act(lead.ActNotify), failure: transient,
+			wantAct: act(lead.ActRetry), wantState: channel(notifying, func(c *lead.Channel) { c.Failures = 1 })},
+		{name: "NotificationGivenUpCompletes", mode: upsert, s: channel(notifying, func(c *lead.Channel) { c.Failures = 2 }), ran: act(lead.ActNotify), failure: transient,
+			wantAct: finish(lead.OutcomeCompleted), wantState: with(channel(notifying, func(c *lead.Channel) { c.Failures = 2; c.State = lead.ChannelFailed }), func(s *lead.State) { s.Notification = lead.NotificationFailed })},
+		{name: "NoChannelCompletesUnnotified", mode: upsert, s: with(accepted, func(s *lead.State) { s.ChannelsSet = true }),
+			wantAct: finish(lead.OutcomeCompleted), wantState: with(accepted, func(s *lead.State) { s.ChannelsSet = true; s.Notification = lead.NotificationNone })},
 
 		// A downstream that holds calls back for every lead: the lead waits
 		// without spending an attempt, up to DELIVERY_MAX_AGE.
@@ -160,42 +178,44 @@ func TestNext(t *testing.T) {
 		{name: "UncertainPostHeldPastMaxAgeAwaitsReconciliation", mode: create, expired: true,
 			s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: down,
 			wantAct: act(lead.ActReconcile), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
-		{name: "EnrichmentDownIsSkipped", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: down,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending}},
-		{name: "EnrichmentHeldBrieflyWaits", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: notSent,
-			wantAct: wait(lead.ActEnrich, 5*time.Second), wantState: lead.State{CRM: lead.CRMPending}},
-		{name: "EnrichmentHeldLongIsSkipped", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: heldLong,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending}},
-		{name: "NotificationDownWaitsHoweverLong", mode: upsert, s: accepted, ran: act(lead.ActNotify), failure: heldLong,
-			wantAct: wait(lead.ActNotify, 2*time.Minute), wantState: accepted},
-		{name: "NotificationSharedFailureSpendsNothing", mode: upsert, s: with(accepted, func(s *lead.State) { s.NotificationFailures = 2 }), ran: act(lead.ActNotify), failure: shared,
-			wantAct: wait(lead.ActNotify, time.Second), wantState: with(accepted, func(s *lead.State) { s.NotificationFailures = 2 })},
-		{name: "NotificationSharedFailureOnTheLastAttemptWaits", mode: upsert, last: true, s: accepted, ran: act(lead.ActNotify), failure: shared,
-			wantAct: wait(lead.ActNotify, time.Second), wantState: accepted},
+		{name: "EnrichmentDownIsSkipped", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: down,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm"}},
+		{name: "EnrichmentHeldBrieflyWaits", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: notSent,
+			wantAct: wait(lead.ActEnrich, 5*time.Second), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}},
+		{name: "EnrichmentHeldLongIsSkipped", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: heldLong,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm"}},
+		{name: "NotificationDownWaitsHoweverLong", mode: upsert, s: notifying, ran: act(lead.ActNotify), failure: heldLong,
+			wantAct: wait(lead.ActNotify, 2*time.Minute), wantState: notifying},
+		{name: "NotificationSharedFailureSpendsNothing", mode: upsert, s: channel(notifying, func(c *lead.Channel) { c.Failures = 2 }), ran: act(lead.ActNotify), failure: shared,
+			wantAct: wait(lead.ActNotify, time.Second), wantState: channel(notifying, func(c *lead.Channel) { c.Failures = 2 })},
+		{name: "NotificationSharedFailureOnTheLastAttemptWaits", mode: upsert, last: true, s: notifying, ran: act(lead.ActNotify), failure: shared,
+			wantAct: wait(lead.ActNotify, time.Second), wantState: notifying},
 		{name: "CRMSharedFailureOnTheLastAttemptWaits", mode: upsert, last: true, s: enriched, ran: act(lead.ActUpsert), failure: shared,
 			wantAct: wait(lead.ActUpsert, time.Second), wantState: enriched},
 		{name: "CreateSharedFailureWaitsUncertain", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: shared,
 			wantAct: wait(lead.ActCreate, time.Second), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
-		{name: "EnrichmentSharedFailureWaits", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: shared,
-			wantAct: wait(lead.ActEnrich, time.Second), wantState: lead.State{CRM: lead.CRMPending}},
-		{name: "NotificationHeldPastMaxAgeCompletesWithWarning", mode: upsert, expired: true, s: accepted, ran: act(lead.ActNotify), failure: down,
-			wantAct: finish(lead.OutcomeCompleted), wantState: with(accepted, func(s *lead.State) { s.Notification = lead.NotificationFailed })},
+		{name: "EnrichmentSharedFailureWaits", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: shared,
+			wantAct: wait(lead.ActEnrich, time.Second), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}},
+		{name: "NotificationHeldPastMaxAgeCompletesWithWarning", mode: upsert, expired: true, s: notifying, ran: act(lead.ActNotify), failure: down,
+			wantAct: finish(lead.OutcomeCompleted), wantState: with(channel(notifying, func(c *lead.Channel) { c.State = lead.ChannelFailed }), func(s *lead.State) { s.Notification = lead.NotificationFailed })},
 
 		// Stopping ends the attempt, whatever the call.
-		{name: "StoppingWhileEnriching", mode: upsert, s: lead.State{CRM: lead.CRMPending}, ran: act(lead.ActEnrich), failure: stopping,
-			wantAct: act(lead.ActStop), wantState: lead.State{CRM: lead.CRMPending}},
+		{name: "StoppingWhileEnriching", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: stopping,
+			wantAct: act(lead.ActStop), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}},
 		{name: "StoppingWhilePostingOnLastAttempt", mode: create, last: true, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: stopping,
 			wantAct: act(lead.ActStop), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			in := lead.Input{Key: processing, Mode: tt.mode, LastAttempt: tt.last, DeliveryExpired: tt.expired}
+			in := input(tt.mode)
+			in.LastAttempt, in.DeliveryExpired = tt.last, tt.expired
 			if tt.ran.Kind != 0 {
-				in.Last = &lead.Result{Action: tt.ran, Failure: tt.failure, Found: tt.found}
+				r := &lead.Result{Action: tt.ran, Failure: tt.failure, Found: tt.found}
 				if tt.failure == nil && (tt.found || tt.ran.Kind == lead.ActUpsert || tt.ran.Kind == lead.ActCreate) {
-					in.Last.CRMID = "crm_1"
+					r.CRMID = "crm_1"
 				}
+				in.Note(r)
 			}
 			if tt.wantState.CRM == lead.CRMAccepted {
 				tt.wantState.CRMID = "crm_1"
@@ -221,7 +241,7 @@ func TestNextSaves(t *testing.T) {
 	uncertainCRM := with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })
 	tests := []struct {
 		name string
-		mode lead.Mode
+		mode lead.CRMCapabilities
 		s    lead.State
 		held bool
 		// ran is the action just run (Kind 0: the attempt starts), with
@@ -231,37 +251,38 @@ func TestNextSaves(t *testing.T) {
 		wantKind lead.Kind
 		want     lead.Save
 	}{
-		{name: "FirstEnrichmentNeedsNoSave", mode: lead.ModeUpsert, s: lead.State{CRM: lead.CRMPending},
+		{name: "FirstEnrichmentNeedsNoSave", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"},
 			wantKind: lead.ActEnrich, want: lead.SaveNone},
-		{name: "FirstCallThatActsTakesTheLead", mode: lead.ModeUpsert, s: enriched,
+		{name: "FirstCallThatActsTakesTheLead", mode: upsert, s: enriched,
 			wantKind: lead.ActUpsert, want: lead.SaveLazy},
-		{name: "HeldLeadStartingAfreshNeedsNoSave", mode: lead.ModeUpsert, s: enriched, held: true,
+		{name: "HeldLeadStartingAfreshNeedsNoSave", mode: upsert, s: enriched, held: true,
 			wantKind: lead.ActUpsert, want: lead.SaveNone},
-		{name: "ChangedStateIsSaved", mode: lead.ModeUpsert, s: lead.State{CRM: lead.CRMPending}, held: true,
+		{name: "ChangedStateIsSaved", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, held: true,
 			ran: act(lead.ActEnrich), failure: ok, wantKind: lead.ActUpsert, want: lead.SaveLazy},
-		{name: "ACallAfterACallIsPrecededByASave", mode: lead.ModeCreate, s: uncertainCRM, held: true,
+		{name: "ACallAfterACallIsPrecededByASave", mode: create, s: uncertainCRM, held: true,
 			ran: act(lead.ActCreate), failure: conflict, wantKind: lead.ActLookup, want: lead.SaveLazy},
-		{name: "APostIsWrittenAheadDurably", mode: lead.ModeCreate, s: enriched, held: true,
+		{name: "APostIsWrittenAheadDurably", mode: create, s: enriched, held: true,
 			wantKind: lead.ActCreate, want: lead.SaveDurable},
-		{name: "ARetryWithAChangedStateSavesIt", mode: lead.ModeUpsert, s: lead.State{CRM: lead.CRMPending}, held: true,
+		{name: "ARetryWithAChangedStateSavesIt", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, held: true,
 			ran: act(lead.ActEnrich), failure: transient, wantKind: lead.ActRetry, want: lead.SaveLazy},
-		{name: "ARetryWithTheSameStateSavesNothing", mode: lead.ModeUpsert, s: enriched, held: true,
+		{name: "ARetryWithTheSameStateSavesNothing", mode: upsert, s: enriched, held: true,
 			ran: act(lead.ActUpsert), failure: uncertain, wantKind: lead.ActRetry, want: lead.SaveNone},
-		{name: "AFinishWritesTheStateItself", mode: lead.ModeUpsert, s: accepted, held: true,
+		{name: "AFinishWritesTheStateItself", mode: upsert, s: notifying, held: true,
 			ran: act(lead.ActNotify), failure: ok, wantKind: lead.ActFinish, want: lead.SaveNone},
-		{name: "ANotificationAfterAnUpsertOnlyChecksTheHold", mode: lead.ModeUpsert, s: enriched, held: true,
+		{name: "ANotificationAfterAnUpsertOnlyChecksTheHold", mode: upsert, s: enriched, held: true,
 			ran: act(lead.ActUpsert), failure: ok, wantKind: lead.ActNotify, want: lead.SaveCheck},
-		{name: "ANotificationAfterAPostIsSaved", mode: lead.ModeCreate, s: uncertainCRM, held: true,
+		{name: "ANotificationAfterAPostIsSaved", mode: create, s: uncertainCRM, held: true,
 			ran: act(lead.ActCreate), failure: ok, wantKind: lead.ActNotify, want: lead.SaveLazy},
-		{name: "AWaitIsSaved", mode: lead.ModeUpsert, s: enriched, held: true,
+		{name: "AWaitIsSaved", mode: upsert, s: enriched, held: true,
 			ran: act(lead.ActUpsert), failure: down, wantKind: lead.ActWait, want: lead.SaveLazy},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			in := lead.Input{Key: processing, Mode: tt.mode, Held: tt.held}
+			in := input(tt.mode)
+			in.Held = tt.held
 			if tt.ran.Kind != 0 {
-				in.Last = &lead.Result{Action: tt.ran, Failure: tt.failure}
+				in.Note(&lead.Result{Action: tt.ran, Failure: tt.failure})
 			}
 			got, _ := lead.Next(tt.s, in)
 			if got.Kind != tt.wantKind || got.Save != tt.want {
@@ -281,7 +302,7 @@ func TestNextSkips(t *testing.T) {
 		{State: lead.KeyNeedsReconciliation},
 		{State: lead.KeyProcessing, Erased: true},
 	} {
-		if got, _ := lead.Next(enriched, lead.Input{Key: key, Mode: lead.ModeUpsert}); got.Kind != lead.ActSkip || got.Save != lead.SaveNone {
+		if got, _ := lead.Next(enriched, lead.Input{Key: key, CRM: upsert}); got.Kind != lead.ActSkip || got.Save != lead.SaveNone {
 			t.Errorf("key %+v: %+v, want a skip", key, got)
 		}
 	}
@@ -296,6 +317,7 @@ func TestAbandoned(t *testing.T) {
 		wantNotif lead.Notification
 	}{
 		{"AcceptedCompletesNotificationUnknownCountsAsFailed", accepted, finish(lead.OutcomeCompleted), lead.NotificationFailed},
+		{"AcceptedChannelUnknownCountsAsFailed", notifying, finish(lead.OutcomeCompleted), lead.NotificationFailed},
 		{"AcceptedAndNotifiedCompletes", with(accepted, func(s *lead.State) { s.Notification = lead.NotificationSent }), finish(lead.OutcomeCompleted), lead.NotificationSent},
 		{"UncertainAwaitsReconciliation", with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), act(lead.ActReconcile), ""},
 		{"RejectedStaysRejected", with(enriched, func(s *lead.State) { s.CRM = lead.CRMRejected }), finish(lead.OutcomeCRMRejected), ""},
@@ -322,7 +344,7 @@ func TestSettle(t *testing.T) {
 		t.Errorf("not found: %+v", got)
 	}
 	// Settled as not found, the lead posts again, written ahead.
-	if a, s := lead.Next(got, lead.Input{Key: processing, Mode: lead.ModeCreate}); a.Kind != lead.ActCreate || s.CRM != lead.CRMUncertain {
+	if a, s := lead.Next(got, input(create)); a.Kind != lead.ActCreate || s.CRM != lead.CRMUncertain {
 		t.Errorf("after a settle as not found: %+v %+v, want a post written ahead", a, s)
 	}
 }

@@ -56,6 +56,9 @@ type Lead struct {
 	// name of a-z 0-9 _: the lead carries them to the CRM as they were
 	// answered, and they are personal data like the rest.
 	Fields map[string]string `json:"fields,omitempty"`
+	// Attribution is where the lead came from (its first and last
+	// touch); nil when not given.
+	Attribution *Attribution `json:"attribution,omitempty"`
 }
 
 // Payload is a decoded, validated request body.
@@ -210,43 +213,9 @@ var fieldRules = map[string]func(v *validator, raw jsontext.Value, lead *Lead){
 		}
 	},
 	"utm": func(v *validator, raw jsontext.Value, lead *Lead) {
-		switch raw.Kind() {
-		case 'n':
-			return
-		case '{':
-		default:
-			v.add("utm", "must be an object of strings")
-			return
-		}
-		var utm map[string]jsontext.Value
-		if err := json.Unmarshal(raw, &utm); err != nil {
-			v.add("utm", "must be an object of strings")
-			return
-		}
-		if len(utm) > maxUTM {
-			v.add("utm", "must have at most 20 members")
-		}
-		for name := range utm {
-			if strings.IndexByte(name, 0) >= 0 {
-				v.add("utm", "member names must not contain U+0000")
-				return
-			}
-		}
-		names := make([]string, 0, len(utm))
-		for name := range utm {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		lead.UTM = make(map[string]string, len(utm))
-		for _, name := range names {
-			if s, ok := v.str("utm."+name, utm[name], 0, maxUTMValue); ok {
-				lead.UTM[name] = s
-			}
-		}
-		if len(lead.UTM) == 0 {
-			lead.UTM = nil
-		}
+		lead.UTM = validateUTM(v, "utm", raw)
 	},
+	"attribution": validateAttribution,
 	"fields": func(v *validator, raw jsontext.Value, lead *Lead) {
 		if raw.Kind() == 'n' {
 			return
@@ -283,6 +252,44 @@ var fieldRules = map[string]func(v *validator, raw jsontext.Value, lead *Lead){
 			v.add("consent", "must be a boolean")
 		}
 	},
+}
+
+// validateUTM checks a utm object (at most 20 members, each value a string
+// of at most 200 characters) at field, and returns its members; nil for
+// none.
+func validateUTM(v *validator, field string, raw jsontext.Value) map[string]string {
+	switch raw.Kind() {
+	case 'n':
+		return nil
+	case '{':
+	default:
+		v.add(field, "must be an object of strings")
+		return nil
+	}
+	var utm map[string]jsontext.Value
+	if err := json.Unmarshal(raw, &utm); err != nil {
+		v.add(field, "must be an object of strings")
+		return nil
+	}
+	if len(utm) > maxUTM {
+		v.add(field, "must have at most 20 members")
+	}
+	for name := range utm {
+		if strings.IndexByte(name, 0) >= 0 {
+			v.add(field, "member names must not contain U+0000")
+			return nil
+		}
+	}
+	out := make(map[string]string, len(utm))
+	for _, name := range slices.Sorted(maps.Keys(utm)) {
+		if s, ok := v.str(field+"."+name, utm[name], 0, maxUTMValue); ok {
+			out[name] = s
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func optionalString(field string, max int, set func(*Lead, string)) func(*validator, jsontext.Value, *Lead) {
@@ -330,6 +337,9 @@ func leadFromMembers(members map[string]jsontext.Value, opts *DecodeOpts) (*Lead
 		}
 		fieldRules[name](v, raw, lead)
 	}
+	if len(v.unknown) > 0 {
+		return nil, &response.Error{Code: response.CodeUnknownField, Message: "the body has members the API does not know", Details: v.unknown}
+	}
 	if len(v.details) > 0 {
 		return nil, &response.Error{Code: response.CodeValidationFailed, Message: "the lead breaks the rules listed in details", Details: v.details}
 	}
@@ -339,10 +349,17 @@ func leadFromMembers(members map[string]jsontext.Value, opts *DecodeOpts) (*Lead
 type validator struct {
 	opts    *DecodeOpts
 	details []response.Detail
+	// unknown are members of nested objects the API does not know
+	// (attribution's): unknown_field, like a top-level one.
+	unknown []response.Detail
 }
 
 func (v *validator) add(field, problem string) {
 	v.details = append(v.details, response.Detail{Field: field, Problem: problem})
+}
+
+func (v *validator) unknownMember(field string) {
+	v.unknown = append(v.unknown, response.Detail{Field: field, Problem: "is not a member the API knows"})
 }
 
 // str decodes a JSON string and checks its length in characters.

@@ -1,13 +1,11 @@
 package fake
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"time"
+
+	"github.com/leadintake/leadintake/internal/standin"
 )
 
 // The control API, under /_fake/, offers Script, SetChaos, Reset and State
@@ -15,39 +13,11 @@ import (
 // decoded strictly: an unknown member is a 400, so that a typo does not
 // silently script nothing. Durations are Go duration strings ("250ms").
 
-// faultJSON is a Fault in the control API.
-type faultJSON struct {
-	Status          int    `json:"status"`
-	Body            string `json:"body"`
-	RetryAfter      string `json:"retry_after"`
-	Delay           string `json:"delay"`
-	Hang            bool   `json:"hang"`
-	HangAfterApply  bool   `json:"hang_after_apply"`
-	DropBeforeApply bool   `json:"drop_before_apply"`
-	DropAfterApply  bool   `json:"drop_after_apply"`
-}
-
-// scriptRequest is the body of POST /_fake/script.
-type scriptRequest struct {
-	Target string      `json:"target"`
-	Faults []faultJSON `json:"faults"`
-}
-
-// chaosRequest is the body of POST /_fake/chaos; target "all" sets every
-// target's mix.
-type chaosRequest struct {
-	Target     string  `json:"target"`
-	FailRate   float64 `json:"fail_rate"`
-	FailStatus int     `json:"fail_status"`
-	RetryAfter string  `json:"retry_after"`
-	HangRate   float64 `json:"hang_rate"`
-	DropRate   float64 `json:"drop_rate"`
-	DelayMax   string  `json:"delay_max"`
-	Seed       uint64  `json:"seed"`
-}
+// The control API's bodies are standin's: standin.ScriptRequest and
+// standin.ChaosRequest.
 
 func (s *Server) handleScript(w http.ResponseWriter, r *http.Request) {
-	var req scriptRequest
+	var req standin.ScriptRequest
 	if err := decodeStrict(r, &req); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
@@ -59,7 +29,7 @@ func (s *Server) handleScript(w http.ResponseWriter, r *http.Request) {
 	}
 	faults := make([]Fault, 0, len(req.Faults))
 	for i, fj := range req.Faults {
-		f, err := fj.fault()
+		f, err := fj.Fault()
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("faults[%d]: %v", i, err)})
 			return
@@ -70,31 +40,8 @@ func (s *Server) handleScript(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (fj faultJSON) fault() (Fault, error) {
-	f := Fault{
-		Status:          fj.Status,
-		Body:            fj.Body,
-		RetryAfter:      fj.RetryAfter,
-		Hang:            fj.Hang,
-		HangAfterApply:  fj.HangAfterApply,
-		DropBeforeApply: fj.DropBeforeApply,
-		DropAfterApply:  fj.DropAfterApply,
-	}
-	if f.Status != 0 && (f.Status < 100 || f.Status > 599) {
-		return Fault{}, fmt.Errorf("status %d is not an HTTP status", f.Status)
-	}
-	if fj.Delay != "" {
-		d, err := time.ParseDuration(fj.Delay)
-		if err != nil || d < 0 {
-			return Fault{}, fmt.Errorf("delay %q is not a duration", fj.Delay)
-		}
-		f.Delay = d
-	}
-	return f, nil
-}
-
 func (s *Server) handleChaos(w http.ResponseWriter, r *http.Request) {
-	var req chaosRequest
+	var req standin.ChaosRequest
 	if err := decodeStrict(r, &req); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
@@ -108,23 +55,8 @@ func (s *Server) handleChaos(w http.ResponseWriter, r *http.Request) {
 		}
 		targets = []Target{t}
 	}
-	c := Chaos{
-		FailRate:   req.FailRate,
-		FailStatus: req.FailStatus,
-		RetryAfter: req.RetryAfter,
-		HangRate:   req.HangRate,
-		DropRate:   req.DropRate,
-		Seed:       req.Seed,
-	}
-	if req.DelayMax != "" {
-		d, err := time.ParseDuration(req.DelayMax)
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("delay_max %q is not a duration", req.DelayMax)})
-			return
-		}
-		c.DelayMax = d
-	}
-	if err := c.validate(); err != nil {
+	c, err := req.Chaos()
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
@@ -166,18 +98,4 @@ func (s *Server) handleCRMRecords(w http.ResponseWriter, _ *http.Request) {
 
 // decodeStrict decodes the request's body, one JSON object without unknown
 // members, into v.
-func decodeStrict(r *http.Request, v any) error {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
-	if err != nil {
-		return fmt.Errorf("read body: %w", err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("invalid JSON: %w", err)
-	}
-	if dec.More() {
-		return errors.New("invalid JSON: more than one value")
-	}
-	return nil
-}
+func decodeStrict(r *http.Request, v any) error { return standin.DecodeStrict(r, v) }

@@ -22,7 +22,7 @@ func Example() {
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	for range 3 {
 		req, _ := http.NewRequest(http.MethodPut, ts.URL+"/crm/leads/li_ref1",
-			bytes.NewBufferString(`{"external_ref":"li_ref1","score":70,"tier":"warm"}`))
+			bytes.NewBufferString(`{"external_ref":"li_ref1","email":"ada@example.com","score":70,"tier":"warm"}`))
 		req.Header.Set("Idempotency-Key", "li_ref1")
 		resp, err := client.Do(req)
 		if err != nil {

@@ -1,7 +1,6 @@
 package fake
 
 import (
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -9,13 +8,13 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/leadintake/leadintake/internal/standin"
 	"github.com/leadintake/leadintake/webhook"
 )
 
@@ -58,11 +57,9 @@ type Server struct {
 	logger *slog.Logger
 	mux    *http.ServeMux
 
-	closeOnce sync.Once
-	closed    chan struct{}
+	kit *standin.Kit
 
 	mu            sync.Mutex
-	faults        map[Target]*faults
 	requests      map[Target]int
 	crm           map[string]*crmEntry
 	crmSeq        int
@@ -76,6 +73,9 @@ type Server struct {
 	// callbackSecret is Options.CallbackSecret unless SetCallbackSecret
 	// replaced it.
 	callbackSecret webhook.Secret
+	// refusing refuses every request's credentials (401), as a service
+	// does with a revoked token, until SetRefuseCredentials(false).
+	refusing bool
 }
 
 // crmEntry is what the CRM holds for one external_ref.
@@ -104,7 +104,11 @@ type callback struct {
 
 // New returns a Server with opts (nil means the zero Options).
 func New(opts *Options) *Server {
-	s := &Server{closed: make(chan struct{})}
+	targets := make([]string, 0, len(Targets()))
+	for _, t := range Targets() {
+		targets = append(targets, string(t))
+	}
+	s := &Server{kit: standin.New(targets...)}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -151,41 +155,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Close ends every hung or delayed request at once, now and from now on;
 // the Server otherwise keeps answering. It is safe to call more than once.
-func (s *Server) Close() {
-	s.closeOnce.Do(func() { close(s.closed) })
-}
+func (s *Server) Close() { s.kit.Close() }
 
 // Script queues faults for target: each of its next requests meets the next
 // fault, before any chaos; then normal behaviour (or chaos) resumes.
-func (s *Server) Script(target Target, faults ...Fault) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fs := s.faultsOf(target)
-	fs.script = append(fs.script, faults...)
-}
+func (s *Server) Script(target Target, faults ...Fault) { s.kit.Script(string(target), faults...) }
 
 // SetChaos sets target's random fault mix, replacing the previous one and
 // restarting its generator from c.Seed and the target; the zero Chaos turns
 // it off. It
 // returns an error for rates outside [0, 1] or adding up to more than 1.
-func (s *Server) SetChaos(target Target, c Chaos) error {
-	if err := c.validate(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fs := s.faultsOf(target)
-	fs.chaos, fs.rng = c, nil
-	if !c.isZero() {
-		// The target is mixed in so that targets given one seed do not
-		// fail in step: a lead's enrichment and CRM calls would otherwise
-		// meet the same fate.
-		h := fnv.New64a()
-		h.Write([]byte(target))
-		fs.rng = rand.New(rand.NewPCG(c.Seed, h.Sum64()))
-	}
-	return nil
-}
+func (s *Server) SetChaos(target Target, c Chaos) error { return s.kit.SetChaos(string(target), c) }
 
 // SetCallbackSecret replaces the secret that callbacks are verified with
 // (the zero Secret checks nothing), as a receiver does when a secret
@@ -214,7 +194,7 @@ func (s *Server) Reset() {
 }
 
 func (s *Server) reset() {
-	s.faults = make(map[Target]*faults)
+	s.kit.Reset()
 	s.requests = make(map[Target]int)
 	s.crm = make(map[string]*crmEntry)
 	s.crmSeq = 0
@@ -224,16 +204,6 @@ func (s *Server) reset() {
 	s.callbackSeq = 0
 	s.traceParents = make(map[Target][]string)
 	s.callbackSecret = s.opts.CallbackSecret
-}
-
-// faultsOf returns target's faults; s.mu must be held.
-func (s *Server) faultsOf(target Target) *faults {
-	fs := s.faults[target]
-	if fs == nil {
-		fs = &faults{}
-		s.faults[target] = fs
-	}
-	return fs
 }
 
 // reply is a handler's answer, written unless a fault withholds it.
@@ -249,8 +219,8 @@ func (s *Server) serve(target Target, h func(*http.Request, []byte) reply) http.
 		s.mu.Lock()
 		s.requests[target]++
 		s.traceParents[target] = append(s.traceParents[target], r.Header.Get("traceparent"))
-		f := s.faultsOf(target).next()
 		s.mu.Unlock()
+		f := s.kit.Next(string(target))
 
 		// Reading the body to its end first also lets net/http notice a
 		// client that gives up, which is what ends a hang.
@@ -274,32 +244,8 @@ func (s *Server) serve(target Target, h func(*http.Request, []byte) reply) http.
 			s.logger.LogAttrs(r.Context(), slog.LevelInfo, "fake downstream request", attrs...)
 		}
 
-		if f.Delay > 0 && !s.sleep(r.Context(), f.Delay) {
-			drop(w)
-			log(0, f.String()+" (client gave up)")
-			return
-		}
-		switch {
-		case f.Hang:
-			s.hang(w, r)
-			log(0, f.String())
-			return
-		case f.DropBeforeApply:
-			drop(w)
-			log(0, f.String())
-			return
-		case f.Status != 0:
-			if f.RetryAfter != "" {
-				w.Header().Set("Retry-After", f.RetryAfter)
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(f.Status)
-			if f.Body != "" {
-				io.WriteString(w, f.Body)
-			} else {
-				io.WriteString(w, `{"error":"injected fault"}`+"\n")
-			}
-			log(f.Status, f.String())
+		if goOn, status, outcome := s.kit.Before(w, r, f); !goOn {
+			log(status, outcome)
 			return
 		}
 
@@ -316,59 +262,27 @@ func (s *Server) serve(target Target, h func(*http.Request, []byte) reply) http.
 			rep = h(r, body)
 		}
 
-		switch {
-		case f.HangAfterApply:
-			s.hang(w, r)
-			log(0, f.String())
-		case f.DropAfterApply:
-			drop(w)
-			log(0, f.String())
-		default:
-			writeJSON(w, rep.status, rep.body)
-			log(rep.status, f.String())
-		}
+		s.kit.After(w, r, f, standin.JSON(rep.status, rep.body))
+		log(rep.status, f.String())
 	}
 }
 
-// sleep waits d, or until the Server is closed; it reports false when the
-// client gave up first.
-func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-s.closed:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// hang holds the request until the client gives up or the Server is closed,
-// then closes the connection without an answer.
-func (s *Server) hang(w http.ResponseWriter, r *http.Request) {
-	select {
-	case <-r.Context().Done():
-	case <-s.closed:
-	}
-	drop(w)
-}
-
-// drop closes the request's connection without answering. HTTP/1.x
-// connections are hijacked and closed; elsewhere (HTTP/2) the handler aborts,
-// which resets the stream.
-func drop(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			conn.Close()
-			return
-		}
-	}
-	panic(http.ErrAbortHandler)
+// SetRefuseCredentials makes the enrichment service, the CRM and the
+// notification service refuse every request's credentials with 401 (as a
+// service does after a token is revoked), or accept them again.
+func (s *Server) SetRefuseCredentials(refuse bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusing = refuse
 }
 
 func (s *Server) authorized(target Target, r *http.Request) bool {
+	s.mu.Lock()
+	refusing := s.refusing
+	s.mu.Unlock()
+	if refusing && target != Callback {
+		return false
+	}
 	var token string
 	switch target {
 	case Enrichment:
@@ -563,9 +477,13 @@ func leadRef(body []byte) (string, reply, bool) {
 	if err := json.Unmarshal(body, &lead); err != nil || lead == nil {
 		return "", errorReply(http.StatusBadRequest, "invalid JSON"), false
 	}
-	var ref string
+	var ref, email string
 	if err := json.Unmarshal(lead["external_ref"], &ref); err != nil || ref == "" {
 		return "", errorReply(http.StatusBadRequest, "external_ref missing"), false
+	}
+	if err := json.Unmarshal(lead["email"], &email); err != nil || email == "" {
+		// The record's one required field, as a CRM requires one.
+		return "", errorReply(http.StatusUnprocessableEntity, "email required"), false
 	}
 	return ref, reply{}, true
 }

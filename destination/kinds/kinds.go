@@ -1,0 +1,33 @@
+// Package kinds lists every destination kind leadintake is built with: the
+// clients file is checked against it, and the worker builds its
+// destinations from it.
+package kinds
+
+import (
+	"github.com/leadintake/leadintake/destination"
+	"github.com/leadintake/leadintake/destination/generic"
+)
+
+// All is every kind, by name.
+var All = []*destination.Spec{
+	&generic.Spec,
+}
+
+// Lookup returns the kind named kind.
+func Lookup(kind string) (*destination.Spec, bool) {
+	for _, s := range All {
+		if s.Kind == kind {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
+// Names lists the kinds' names, in the order of All.
+func Names() []string {
+	out := make([]string, len(All))
+	for i, s := range All {
+		out[i] = s.Kind
+	}
+	return out
+}
