@@ -39,6 +39,10 @@ type CRM interface {
 	// returns the record's id (which may differ, where the vendor says
 	// so).
 	Update(ctx context.Context, id string, r *Record) (string, error)
+	// Prepare runs the kind's step before its writes and look-ups (only
+	// with Prepares) and returns what they need of it, kept with the lead
+	// and given back in Record.Prepared.
+	Prepare(ctx context.Context, r *Record) (string, error)
 }
 
 // ChannelCapabilities are what a notification kind guarantees of its
@@ -90,6 +94,9 @@ type Record struct {
 	// ChainCRMID is the CRM's id of the record the amendment's chain
 	// already has, when known.
 	ChainCRMID string
+	// Prepared is what the CRM's Prepare gave for this lead (a kind that
+	// prepares).
+	Prepared string
 	// DuplicateOf is the id of an earlier lead this one may duplicate;
 	// empty for none.
 	DuplicateOf string

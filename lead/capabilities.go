@@ -22,6 +22,12 @@ type CRMCapabilities struct {
 	// is written like any lead (an upsert), or, for a create, a record a
 	// look-up finds is left as it is (the warning crm_not_updated).
 	UpdateByID bool
+	// Prepares: the kind has a step before its writes and look-ups whose
+	// result they need (Pipedrive's person, found by email or created),
+	// kept with the lead as a recovery point (State.CRMPrepared), so that
+	// a repeat finds what the first attempt made instead of making it
+	// again, and its look-ups are made where the record is.
+	Prepares bool
 }
 
 // Mode is how a CRM's writes are described to people: upsert or create.

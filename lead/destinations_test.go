@@ -15,6 +15,7 @@ func TestNextAsksTheCRMsCapabilities(t *testing.T) {
 	updatable := lead.CRMCapabilities{ConsistentLookup: true, UpdateByID: true}
 	keyedUpdatable := lead.CRMCapabilities{Upsert: true, ConsistentLookup: true, UpdateByID: true}
 	lagging := lead.CRMCapabilities{}
+	preparing := lead.CRMCapabilities{ConsistentLookup: true, UpdateByID: true, Prepares: true}
 	amendment := with(enriched, func(s *lead.State) { s.Amendment, s.RefUsedBefore, s.ChainCRMID = 1, true, "crm_7" })
 	tests := []struct {
 		name      string
@@ -50,6 +51,13 @@ func TestNextAsksTheCRMsCapabilities(t *testing.T) {
 		{name: "NotFoundByALaggingLookupIsAskedAgain", caps: lagging, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }),
 			ran: act(lead.ActLookup), failure: ok,
 			wantAct: act(lead.ActRetry), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
+		{name: "APreparingKindPreparesFirst", caps: preparing, s: enriched, wantAct: act(lead.ActPrepare), wantState: enriched},
+		{name: "WhatWasPreparedIsKeptAndTheWriteFollows", caps: preparing, s: enriched, ran: act(lead.ActPrepare), failure: ok,
+			wantAct: act(lead.ActCreate), wantState: with(enriched, func(s *lead.State) { s.CRMPrepared = "person_1"; s.CRM = lead.CRMUncertain })},
+		{name: "APreparedLeadIsNotPreparedAgain", caps: preparing, s: with(enriched, func(s *lead.State) { s.CRMPrepared = "person_1"; s.CRM = lead.CRMUncertain }),
+			wantAct: act(lead.ActLookup), wantState: with(enriched, func(s *lead.State) { s.CRMPrepared = "person_1"; s.CRM = lead.CRMUncertain })},
+		{name: "APreparationRefusedRejectsTheLead", caps: preparing, s: enriched, ran: act(lead.ActPrepare), failure: permanent,
+			wantAct: finish(lead.OutcomeCRMRejected), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMRejected })},
 		{name: "RefusedCredentialsWait", caps: upsert, s: enriched, ran: act(lead.ActUpsert),
 			failure: &lead.Failure{Transient: true, Hold: lead.HoldUnauthorized, RetryAfter: time.Hour},
 			wantAct: wait(lead.ActUpsert, time.Hour), wantState: enriched},
@@ -64,7 +72,7 @@ func TestNextAsksTheCRMsCapabilities(t *testing.T) {
 			if tt.ran.Kind != 0 {
 				r := &lead.Result{Action: tt.ran, Failure: tt.failure, Found: tt.found}
 				if tt.failure == nil {
-					r.CRMID = "crm_1"
+					r.CRMID, r.Prepared = "crm_1", "person_1"
 				}
 				in.Note(r)
 			}

@@ -99,15 +99,18 @@ func (c *Channel) done() bool { return c.State == ChannelSent || c.State == Chan
 // saved before the next call starts, so that a later attempt resumes instead
 // of calling again.
 type State struct {
-	Enrichment           Enrichment
-	EnrichmentFailures   int
+	Enrichment         Enrichment
+	EnrichmentFailures int
 	// CRMDestination is the destination the lead's record is written
 	// to, chosen at its first CRM step (Input.CRMDestination) and kept: a
 	// write that may have been applied is looked up where it was made.
 	CRMDestination string
 	CRM            CRM
 	CRMID          string
-	Notification   Notification
+	// CRMPrepared is what the CRM's preparing step gave (Pipedrive's
+	// person); empty until it ran, for a kind that prepares.
+	CRMPrepared  string
+	Notification Notification
 	// ChannelsSet is true once the lead's channels are chosen (at its
 	// first notification step, from Input.Channels); Channels are their
 	// states, in the client's order.
@@ -206,9 +209,11 @@ const (
 	// ActFind looks for the message channel Action.Channel may have sent
 	// (a send whose outcome is uncertain).
 	ActFind
+	// ActPrepare runs the CRM's preparing step (CRMCapabilities.Prepares).
+	ActPrepare
 )
 
-var kindNames = [...]string{"", "enrich", "upsert", "lookup", "create", "notify", "finish", "reconcile", "retry", "stop", "await_superseded", "skip", "wait", "update", "find"}
+var kindNames = [...]string{"", "enrich", "upsert", "lookup", "create", "notify", "finish", "reconcile", "retry", "stop", "await_superseded", "skip", "wait", "update", "find", "prepare"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -220,7 +225,7 @@ func (k Kind) String() string {
 // Calls reports whether the action makes a downstream call.
 func (k Kind) Calls() bool {
 	switch k {
-	case ActEnrich, ActUpsert, ActLookup, ActCreate, ActNotify, ActUpdate, ActFind:
+	case ActEnrich, ActUpsert, ActLookup, ActCreate, ActNotify, ActUpdate, ActFind, ActPrepare:
 		return true
 	}
 	return false
@@ -235,7 +240,7 @@ func (k Kind) Acts() bool { return k.Calls() && k != ActEnrich }
 // CRMStep reports whether the action is a call of the CRM step.
 func (k Kind) CRMStep() bool {
 	switch k {
-	case ActUpsert, ActLookup, ActCreate, ActUpdate:
+	case ActUpsert, ActLookup, ActCreate, ActUpdate, ActPrepare:
 		return true
 	}
 	return false
@@ -363,6 +368,8 @@ type Result struct {
 	// Receipt is what a channel returned of its message (a send, or a
 	// find that found it).
 	Receipt string
+	// Prepared is what the CRM's preparing step gave.
+	Prepared string
 }
 
 // Input is what a transition needs besides the saved state.
@@ -503,6 +510,16 @@ func apply(s State, in Input, r *Result) (State, *Action) {
 		default:
 			s.Enrichment = EnrichmentUnavailable
 		}
+	case ActPrepare:
+		switch {
+		case f == nil:
+			s.CRMPrepared = r.Prepared
+		case !f.Transient:
+			s.CRM = CRMRejected
+			return s, &Action{Kind: ActFinish, Outcome: OutcomeCRMRejected}
+		default:
+			return fail(s, in, f)
+		}
 	case ActUpsert, ActUpdate:
 		switch {
 		case f == nil:
@@ -629,6 +646,8 @@ func planStep(s State, in Input) (Action, State) {
 		// Whatever the superseded lead still does to the CRM record, the
 		// amendment's write must come after it.
 		return Action{Kind: ActAwaitSuperseded}, s
+	case s.CRM != CRMAccepted && caps.Prepares && s.CRMPrepared == "":
+		return Action{Kind: ActPrepare}, s
 	case s.CRM == CRMPending && s.Amendment > 0 && s.ChainCRMID != "" && caps.UpdateByID:
 		// The chain's record is known: written over, whatever the lead's
 		// members now say (an email changed, say).

@@ -286,6 +286,9 @@ func Drive(ctx context.Context, t *testing.T, crm destination.CRM, r *destinatio
 				break
 			}
 			res := &lead.Result{Action: a}
+			rec := *r
+			rec.Prepared = s.CRMPrepared
+			r := &rec
 			var err error
 			switch a.Kind {
 			case lead.ActUpsert, lead.ActCreate:
@@ -294,6 +297,8 @@ func Drive(ctx context.Context, t *testing.T, crm destination.CRM, r *destinatio
 				res.CRMID, res.Found, err = crm.Lookup(ctx, r)
 			case lead.ActUpdate:
 				res.CRMID, err = crm.Update(ctx, a.CRMID, r)
+			case lead.ActPrepare:
+				res.Prepared, err = crm.Prepare(ctx, r)
 			}
 			res.Failure = FailureOf(err)
 			in.Note(res)

@@ -160,6 +160,9 @@ func (c *CRM) Update(context.Context, string, *destination.Record) (string, erro
 	return "", destination.Errorf("crm update", destination.Rejected, "the http kind has no update by id")
 }
 
+// Prepare is not a capability of the kind.
+func (c *CRM) Prepare(context.Context, *destination.Record) (string, error) { return "", nil }
+
 func (c *CRM) header(idempotencyKey string) http.Header {
 	h := http.Header{}
 	if c.token != "" {
