@@ -2,6 +2,7 @@ package generic_test
 
 import (
 	"encoding/json"
+	"strings"
 	"net/http/httptest"
 	"testing"
 
@@ -84,3 +85,81 @@ func harness(mode string) destinationtest.CRMHarness {
 func TestConformanceUpsert(t *testing.T) { destinationtest.RunCRM(t, harness(generic.ModeUpsert)) }
 
 func TestConformanceCreate(t *testing.T) { destinationtest.RunCRM(t, harness(generic.ModeCreate)) }
+
+// channelStandIn drives the fake's notification service as the suite asks.
+type channelStandIn struct{ f *fake.Server }
+
+func (s channelStandIn) Inject(f destinationtest.Fault) {
+	switch f {
+	case destinationtest.LoseAnswer:
+		s.f.Script(fake.Notify, fake.Fault{DropAfterApply: true})
+	case destinationtest.FailServer:
+		s.f.Script(fake.Notify, fake.Fault{Status: 503})
+	case destinationtest.RateLimit:
+		s.f.Script(fake.Notify, fake.Fault{Status: 429, RetryAfter: "2"})
+	case destinationtest.RejectMessage:
+		s.f.Script(fake.Notify, fake.Fault{Status: 422})
+	case destinationtest.RefuseCredentials:
+		s.f.SetRefuseCredentials(true)
+	case destinationtest.Restore:
+		s.f.SetRefuseCredentials(false)
+	}
+}
+
+// keys are the notification keys of ref: ref:notify, ref:notify:N.
+func (s channelStandIn) keys(ref string) map[string]fake.Notification {
+	out := map[string]fake.Notification{}
+	for k, n := range s.f.State().Notifications {
+		if k == ref+":notify" || strings.HasPrefix(k, ref+":notify:") {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+func (s channelStandIn) Messages(ref string) int {
+	n := 0
+	for _, m := range s.keys(ref) {
+		n += m.Deliveries
+	}
+	return n
+}
+
+func (s channelStandIn) Distinct(ref string) int { return len(s.keys(ref)) }
+
+func (s channelStandIn) Text(ref string) string {
+	keys := s.keys(ref)
+	latest := ""
+	for k := range keys {
+		if len(k) > len(latest) || len(k) == len(latest) && k > latest {
+			latest = k
+		}
+	}
+	if latest == "" {
+		return ""
+	}
+	n, _ := s.f.Notification(latest)
+	return string(n.FirstBody)
+}
+
+func TestConformanceChannel(t *testing.T) {
+	destinationtest.RunChannel(t, destinationtest.ChannelHarness{
+		New: func(t *testing.T) (destination.Channel, destinationtest.ChannelSetup) {
+			f := fake.New(&fake.Options{NotifyToken: "notify-secret-token"})
+			ts := httptest.NewServer(f)
+			t.Cleanup(ts.Close)
+			t.Cleanup(f.Close)
+			c := &destination.Config{Name: "notification", Kind: generic.Kind, Values: map[string]string{
+				"url": ts.URL + "/notify", "token": "notify-secret-token",
+			}}
+			if err := generic.Spec.Validate(c); err != nil {
+				t.Fatal(err)
+			}
+			ch, err := generic.Spec.NewChannel(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ch, destinationtest.ChannelSetup{StandIn: channelStandIn{f}, Secrets: []string{"notify-secret-token"}}
+		},
+	})
+}
