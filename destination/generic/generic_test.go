@@ -2,8 +2,8 @@ package generic_test
 
 import (
 	"encoding/json"
-	"strings"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/leadintake/leadintake/destination"
