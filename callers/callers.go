@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/webhook"
 )
 
@@ -34,6 +35,12 @@ type Client struct {
 	Callback *Callback
 	// WebhookSecret, when set, verifies its inbound signed webhooks.
 	WebhookSecret webhook.Secret
+	// CRM is the destination its leads are written to; empty for the
+	// environment's (DefaultCRM).
+	CRM string
+	// Notify are the channels its leads are announced on; nil for the
+	// environment's (DefaultNotification), empty for none.
+	Notify []string
 }
 
 // PublishableKey is a key a web page authenticates with, and the origins
@@ -94,6 +101,8 @@ type Set struct {
 	publishable map[string]*publishable
 	// origins holds every origin some publishable key allows.
 	origins map[string]bool
+	// destinations are the clients file's.
+	destinations []*destination.Config
 }
 
 type tokenEntry struct {
@@ -142,7 +151,10 @@ func NewSet(clients []*Client) (*Set, error) {
 // Merge returns a set of the clients of both sets; an id in both is an
 // error.
 func Merge(a, b *Set) (*Set, error) {
-	var all []*Client
+	var (
+		all   []*Client
+		dests []*destination.Config
+	)
 	for _, s := range []*Set{a, b} {
 		if s == nil {
 			continue
@@ -150,8 +162,14 @@ func Merge(a, b *Set) (*Set, error) {
 		for _, c := range s.byID {
 			all = append(all, c)
 		}
+		dests = append(dests, s.destinations...)
 	}
-	return NewSet(all)
+	merged, err := NewSet(all)
+	if err != nil {
+		return nil, err
+	}
+	merged.destinations = dests
+	return merged, nil
 }
 
 // Len is the number of clients.
@@ -308,6 +326,10 @@ type Source struct {
 	APIClients string
 	// Path is the clients file's; empty for none.
 	Path string
+	// Check, when set, judges a set before it is put in force (the
+	// worker's: a client falling back to the environment's CRM needs
+	// CRM_URL); its error refuses the set.
+	Check func(*Set) error
 }
 
 // Load reads the clients of src. Errors name what is at fault (the
@@ -328,6 +350,11 @@ func (src Source) Load() (*Set, error) {
 	set, err := Merge(env, file)
 	if err != nil {
 		return nil, fmt.Errorf("API_CLIENTS and CLIENTS_FILE: %w", err)
+	}
+	if src.Check != nil {
+		if err := src.Check(set); err != nil {
+			return nil, err
+		}
 	}
 	return set, nil
 }

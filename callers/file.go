@@ -11,13 +11,14 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/webhook"
 )
 
 // The members a clients file knows, per level.
 var (
-	topMembers         = map[string]bool{"clients": true}
-	clientMembers      = map[string]bool{"id": true, "tokens_sha256": true, "publishable_keys": true, "callback": true, "webhook_secret": true}
+	topMembers         = map[string]bool{"clients": true, "destinations": true}
+	clientMembers      = map[string]bool{"id": true, "tokens_sha256": true, "publishable_keys": true, "callback": true, "webhook_secret": true, "crm": true, "notify": true}
 	publishableMembers = map[string]bool{"key": true, "origins": true, "spam": true}
 	callbackMembers    = map[string]bool{"url": true, "secret": true}
 	spamMembers        = map[string]bool{"min_seconds": true, "captcha": true, "action": true}
@@ -84,6 +85,13 @@ func ParseFile(raw []byte) (*Set, error) {
 	if err := checkMembers(top, topMembers, "the file"); err != nil {
 		return nil, err
 	}
+	var dests []*destination.Config
+	if n := member(top, "destinations"); n != nil {
+		var err error
+		if dests, err = parseDestinations(n); err != nil {
+			return nil, err
+		}
+	}
 	list := member(top, "clients")
 	if list == nil || list.Kind != yaml.SequenceNode {
 		return nil, errors.New(`want a list of clients under "clients"`)
@@ -96,7 +104,15 @@ func ParseFile(raw []byte) (*Set, error) {
 		}
 		clients = append(clients, c)
 	}
-	return NewSet(clients)
+	if err := checkReferences(clients, dests); err != nil {
+		return nil, err
+	}
+	set, err := NewSet(clients)
+	if err != nil {
+		return nil, err
+	}
+	set.destinations = dests
+	return set, nil
 }
 
 func parseClient(n *yaml.Node, position int) (*Client, error) {
@@ -185,6 +201,10 @@ func parseClient(n *yaml.Node, position int) (*Client, error) {
 			return nil, fmt.Errorf("%s: secret: %w", at, err)
 		}
 		c.Callback = &Callback{URL: raw, Secret: secret}
+	}
+
+	if err := parseClientDestinations(n, c, where); err != nil {
+		return nil, err
 	}
 
 	if ws := member(n, "webhook_secret"); ws != nil {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/leadintake/leadintake/lead"
 )
 
 // MaxRetryAfter bounds the delay a destination's Retry-After can impose.
@@ -185,4 +187,28 @@ func ParseRetryAfter(v string, now time.Time) time.Duration {
 // args (which must hold no secret and no personal data).
 func Errorf(op string, c Class, format string, args ...any) *Error {
 	return &Error{Op: op, Class: c, Err: fmt.Errorf(format, args...)}
+}
+
+// FailureOf is how the lead's life sees a call's error (nil for none), as
+// far as the destination alone tells: the shared state of the destination
+// may still make a transient failure, or refused credentials, a hold (see
+// package jobs).
+func FailureOf(err error) *lead.Failure {
+	if err == nil {
+		return nil
+	}
+	e, ok := AsError(err)
+	if !ok {
+		return &lead.Failure{Transient: true, Uncertain: true}
+	}
+	switch e.Class {
+	case Rejected:
+		return &lead.Failure{}
+	case Conflict:
+		return &lead.Failure{Transient: true, Uncertain: true, Conflict: true}
+	case Unauthorized:
+		return &lead.Failure{Transient: true, Unauthorized: true, RetryAfter: e.RetryAfter}
+	default:
+		return &lead.Failure{Transient: true, Uncertain: e.Uncertain, RetryAfter: e.RetryAfter}
+	}
 }

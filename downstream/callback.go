@@ -124,3 +124,6 @@ func redactURLError(err error) error {
 	}
 	return &url.Error{Op: ue.Op, URL: shown, Err: ue.Err}
 }
+
+// maxResponseBytes bounds what is read of an answer.
+const maxResponseBytes = 1 << 20

@@ -5,11 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"strings"
+	"time"
+
+	"github.com/leadintake/leadintake/destination"
 )
 
-// Simulator stands in for the three services when SIMULATE_DOWNSTREAM is set:
-// it makes no call and answers deterministically (the same lead, the same
-// answer). Its enrichment counts as data.
+// Simulator stands in for the enrichment service and every destination when
+// SIMULATE_DOWNSTREAM is set: it makes no call and answers
+// deterministically (the same lead, the same answer). Its enrichment counts
+// as data; its CRM upserts, and every channel accepts.
 type Simulator struct{}
 
 var (
@@ -19,8 +23,7 @@ var (
 )
 
 // Enrich derives a stand-in enrichment from the email's domain.
-func (Simulator) Enrich(ctx context.Context, req *EnrichmentRequest) (*Enrichment, error) {
-	noteStatus(ctx, 200)
+func (Simulator) Enrich(_ context.Context, req *EnrichmentRequest) (*destination.Enrichment, error) {
 	_, domain, _ := strings.Cut(strings.ToLower(req.Email), "@")
 	sum := sha256.Sum256([]byte(domain))
 	n := binary.BigEndian.Uint64(sum[:8])
@@ -28,32 +31,58 @@ func (Simulator) Enrich(ctx context.Context, req *EnrichmentRequest) (*Enrichmen
 	industry := simIndustries[n%uint64(len(simIndustries))]
 	seniority := simSeniority[(n>>8)%uint64(len(simSeniority))]
 	country := simCountries[(n>>16)%uint64(len(simCountries))]
-	return &Enrichment{CompanySize: &size, Industry: &industry, Seniority: &seniority, Country: &country}, nil
+	return &destination.Enrichment{CompanySize: &size, Industry: &industry, Seniority: &seniority, Country: &country}, nil
 }
 
-// UpsertLead returns a stand-in CRM id derived from the external reference.
-func (Simulator) UpsertLead(ctx context.Context, lead *CRMLead) (string, error) {
-	noteStatus(ctx, 200)
-	return simID(lead.ExternalRef), nil
+// Capabilities: an upsert, which finds every reference.
+func (Simulator) Capabilities() destination.CRMCapabilities {
+	return destination.CRMCapabilities{Upsert: true, ConsistentLookup: true}
 }
 
-// CreateLead returns the same stand-in id as UpsertLead.
-func (Simulator) CreateLead(ctx context.Context, lead *CRMLead) (string, error) {
-	noteStatus(ctx, 201)
-	return simID(lead.ExternalRef), nil
+// Write returns a stand-in CRM id derived from the external reference.
+func (Simulator) Write(_ context.Context, r *destination.Record) (string, error) {
+	return simID(r.ExternalRef), nil
 }
 
-// LookupLead finds every reference, under its stand-in id.
-func (Simulator) LookupLead(ctx context.Context, externalRef string) (string, bool, error) {
-	noteStatus(ctx, 200)
-	return simID(externalRef), true, nil
+// Lookup finds every reference, under its stand-in id.
+func (Simulator) Lookup(_ context.Context, r *destination.Record) (string, bool, error) {
+	return simID(r.ExternalRef), true, nil
 }
 
-// Notify sends nothing and succeeds.
-func (Simulator) Notify(ctx context.Context, _ *Notification) error {
-	noteStatus(ctx, 200)
-	return nil
+// Update returns the record's id.
+func (Simulator) Update(_ context.Context, id string, _ *destination.Record) (string, error) {
+	return id, nil
 }
+
+// Prepare prepares nothing.
+func (Simulator) Prepare(context.Context, *destination.Record) (string, error) { return "", nil }
+
+// Send sends nothing and succeeds.
+func (Simulator) Send(context.Context, *destination.Record, destination.Receipt) (destination.Receipt, error) {
+	return "", nil
+}
+
+// Find finds every message.
+func (Simulator) Find(context.Context, *destination.Record, time.Time) (destination.Receipt, bool, error) {
+	return "", true, nil
+}
+
+// ChannelCapabilities is the Simulator as a channel: every attempt is the
+// same (nothing) sent.
+func (Simulator) ChannelCapabilities() destination.ChannelCapabilities {
+	return destination.ChannelCapabilities{Dedupes: true}
+}
+
+// Destination returns the Simulator as a destination's CRM and channel.
+func (s Simulator) Destination(*destination.Config) (destination.CRM, destination.Channel) {
+	return s, simChannel{s}
+}
+
+// simChannel is the Simulator as a channel (its Capabilities are the
+// CRM's).
+type simChannel struct{ Simulator }
+
+func (c simChannel) Capabilities() destination.ChannelCapabilities { return c.ChannelCapabilities() }
 
 func simID(externalRef string) string {
 	ref := strings.TrimPrefix(externalRef, "li_")

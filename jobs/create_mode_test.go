@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leadintake/leadintake/downstream"
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/testkit"
@@ -66,8 +66,8 @@ func TestProcessLeadCreateMode(t *testing.T) {
 			before: func(t *testing.T, bundle *testBundle, ref string) {
 				// The record exists already, made by an earlier life of
 				// the key.
-				if _, err := bundle.crm.UpsertLead(context.Background(), &downstream.CRMLead{
-					ExternalRef: ref, Lead: lead.Lead{Email: "ada@example.com", Source: "referral"},
+				if _, err := bundle.crm.Write(context.Background(), &destination.Record{
+					ExternalRef: ref, Lead: &lead.Lead{Email: "ada@example.com", Source: "referral"},
 				}); err != nil {
 					t.Fatalf("pre-existing record: %v", err)
 				}

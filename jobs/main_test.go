@@ -24,6 +24,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/leadintake/leadintake/callers"
+	"github.com/leadintake/leadintake/destination"
+	"github.com/leadintake/leadintake/destination/generic"
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/intake"
@@ -70,8 +72,8 @@ type setupOpts struct {
 	Timeout time.Duration
 	// Fake configures the fake downstream; setup adds the tokens.
 	Fake fake.Options
-	// Downstream replaces the client on the fake (the Simulator).
-	Downstream jobs.Downstream
+	// Simulate makes every downstream the Simulator (SIMULATE_DOWNSTREAM).
+	Simulate bool
 	// Gate, when set, holds the requests it matches before the fake sees
 	// them.
 	Gate *gate
@@ -109,7 +111,7 @@ type testBundle struct {
 	fake    *fake.Server
 	// crm reaches the fake's CRM directly, for records made behind the
 	// worker's back.
-	crm  *downstream.Client
+	crm  *generic.CRM
 	hits *hitLog
 	// riverConfig returns a new River configuration with new workers.
 	riverConfig func() *river.Config
@@ -118,6 +120,8 @@ type testBundle struct {
 	secrets *secretList
 	// cfg is the workers' configuration.
 	cfg jobs.Config
+	// dests are the worker's destinations: the fake's CRM and notification.
+	dests *jobs.Destinations
 	// queue is the store's Jobs: River's, with the worker's client.
 	queue *jobs.Queue
 }
@@ -184,20 +188,20 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 	t.Cleanup(ts.Close)
 	t.Cleanup(fk.Close) // first: ends hung requests, which ts.Close waits for
 
+	timeout := cmp.Or(opts.Timeout, testkit.Patience)
 	client, err := downstream.NewClient(downstream.Config{
-		EnrichmentURL: ts.URL + "/enrichment", CRMURL: ts.URL + "/crm", NotifyURL: ts.URL + "/notify",
-		EnrichmentToken: enrichmentToken, CRMToken: crmToken, NotifyToken: notifyToken,
-		Timeout: cmp.Or(opts.Timeout, testkit.Patience),
+		EnrichmentURL: ts.URL + "/enrichment", EnrichmentToken: enrichmentToken, Timeout: timeout,
 	})
 	if err != nil {
 		t.Fatalf("downstream client: %v", err)
 	}
-	ds := opts.Downstream
-	if ds == nil {
-		ds = client
+	var enricher jobs.Enricher = client
+	env := []*destination.Config{
+		{Name: "crm", Kind: generic.Kind, Values: map[string]string{"url": ts.URL + "/crm", "token": crmToken, "mode": string(cmp.Or(opts.CRMMode, lead.ModeUpsert))}},
+		{Name: "notification", Kind: generic.Kind, Values: map[string]string{"url": ts.URL + "/notify", "token": notifyToken}},
 	}
 
-	b := &testBundle{pool: pool, fake: fk, crm: client, hits: hits, secrets: secrets}
+	b := &testBundle{pool: pool, fake: fk, crm: generic.NewCRM(&destination.Config{Values: map[string]string{"url": ts.URL + "/crm", "token": crmToken}}), hits: hits, secrets: secrets}
 	b.store = store.New(pool)
 	// As the worker runs them: the saves and finishes of concurrent leads
 	// together.
@@ -205,11 +209,23 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 		t.Fatal(err)
 	}
 	b.callers = callers.NewHolder(clientsWithCallback(t, ts.URL+"/callbacks/"+clientID, callbackSecret))
+	dopts := jobs.DestinationsOpts{Env: env, Callers: b.callers, Timeout: timeout}
+	if opts.Simulate {
+		enricher, dopts.Simulate = downstream.Simulator{}, downstream.Simulator{}.Destination
+	}
+	dests, err := jobs.NewDestinations(dopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dests.Refresh(t.Context(), b.store); err != nil {
+		t.Fatal(err)
+	}
+	b.dests = dests
 	cfg := jobs.Config{
 		Callers: b.callers, Callbacks: downstream.NewCallbacks(cmp.Or(opts.CallbackTimeout, opts.Timeout, testkit.Patience), nil),
 		CallbacksPerClient: opts.CallbacksPerClient,
 		CallbackMaxAge:     cmp.Or(opts.CallbackMaxAge, time.Hour),
-		Store:              b.store, Downstream: ds, CRMMode: opts.CRMMode, KeyRetention: time.Hour,
+		Store:              b.store, Enrichment: enricher, Destinations: dests, KeyRetention: time.Hour,
 		AwaitRecheck: cmp.Or(opts.AwaitRecheck, time.Second),
 		Logger:       logger.With(slog.String("component", "jobs")),
 		Outages:      opts.Outages,

@@ -3,19 +3,14 @@ package jobs
 import (
 	"cmp"
 	"context"
-	"errors"
 	"log/slog"
-	"net"
-	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 
-	"github.com/leadintake/leadintake/downstream"
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/store"
 )
@@ -100,21 +95,6 @@ func leaseOf(l store.Limit) int {
 	return max(1, min(maxLease, l.N/10, int(perLife)))
 }
 
-// downstreamOf names the downstream a call goes to, and its step in the
-// delivery log.
-func downstreamOf(k lead.Kind) (name, step string) {
-	switch k {
-	case lead.ActEnrich:
-		return store.DownstreamEnrichment, "enrichment"
-	case lead.ActLookup:
-		return store.DownstreamCRM, "crm_lookup"
-	case lead.ActNotify:
-		return store.DownstreamNotification, "notification"
-	default:
-		return store.DownstreamCRM, "crm"
-	}
-}
-
 // gate is a worker process's side of the downstreams' shared state: it
 // admits calls (store.Admit), reports their results (store.Report*), and
 // remembers for a moment what it last learnt of each downstream, so that a
@@ -122,6 +102,8 @@ func downstreamOf(k lead.Kind) (name, step string) {
 type gate struct {
 	store *store.Store
 	o     Outages
+	// dests have the destinations' rate limits; nil for none.
+	dests *Destinations
 
 	mu   sync.Mutex
 	seen map[string]seenState
@@ -170,8 +152,17 @@ type seenState struct {
 	at      time.Time
 }
 
-func newGate(st *store.Store, o Outages) *gate {
-	return &gate{store: st, o: o.withDefaults(), seen: map[string]seenState{}, leased: map[string]lease{}}
+func newGate(st *store.Store, o Outages, dests *Destinations) *gate {
+	return &gate{store: st, o: o.withDefaults(), dests: dests, seen: map[string]seenState{}, leased: map[string]lease{}}
+}
+
+// limit is the rate limit of the downstream name: the environment's
+// (ENRICHMENT_RATE_LIMIT), or its destination's.
+func (g *gate) limit(name string) store.Limit {
+	if l, ok := g.o.Limits[name]; ok || g.dests == nil {
+		return l
+	}
+	return g.dests.Limit(name)
 }
 
 func (g *gate) note(name string, healthy bool) {
@@ -193,7 +184,7 @@ func (g *gate) healthy(name string) bool {
 // wait. bookAt, when not zero, is when a call booked further ahead may
 // start: the lead snoozes until then and keeps its booking.
 func (g *gate) admit(ctx context.Context, name string) (f *lead.Failure, bookAt time.Time, err error) {
-	limit := g.o.Limits[name]
+	limit := g.limit(name)
 	if limit.IsZero() && g.healthy(name) || !limit.IsZero() && g.spendLeased(name) {
 		return nil, time.Time{}, nil
 	}
@@ -232,6 +223,16 @@ func (g *gate) report(ctx context.Context, name string, leadID uuid.UUID, f *lea
 	if f != nil && f.Stopping {
 		return f, false, nil
 	}
+	if f != nil && f.Unauthorized {
+		next, err := g.store.ReportUnauthorized(ctx, name, g.o.ProbeInterval)
+		if err != nil {
+			return f, false, err
+		}
+		g.note(name, false)
+		held := *f
+		held.Hold, held.RetryAfter = lead.HoldUnauthorized, max(next, downWait)
+		return &held, false, nil
+	}
 	if f == nil || !f.Transient {
 		// An answer, even a refusal: the downstream is up.
 		if g.healthy(name) {
@@ -245,8 +246,7 @@ func (g *gate) report(ctx context.Context, name string, leadID uuid.UUID, f *lea
 		return f, rep.Recovered, nil
 	}
 	var holdFor time.Duration
-	if de, ok := downstream.AsError(err); ok && de.RetryAfter > 0 &&
-		(de.StatusCode == http.StatusTooManyRequests || de.StatusCode == http.StatusServiceUnavailable) {
+	if de, ok := destination.AsError(err); ok && de.HoldAll && de.RetryAfter > 0 {
 		holdFor = de.RetryAfter
 	}
 	rep, rerr := g.store.ReportFailure(ctx, name, leadID, holdFor, store.ReportOpts{Failures: g.o.Failures, ProbeInterval: g.o.ProbeInterval})
@@ -286,22 +286,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// callOutcome is how the delivery log names the end of a call: its HTTP
-// status, timeout or connection_error.
-func callOutcome(info *downstream.CallInfo, err error) string {
-	if de, ok := downstream.AsError(err); ok && de.StatusCode != 0 {
-		return strconv.Itoa(de.StatusCode)
-	}
-	if err == nil || info.Status != 0 {
-		return strconv.Itoa(cmp.Or(info.Status, http.StatusOK))
-	}
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
-		return store.CallTimeout
-	}
-	return store.CallConnectionError
-}
-
 // WakeWaitingArgs are the arguments of the periodic job that wakes the
 // leads waiting for a downstream: all of them once it is up again (in
 // order of arrival), and, while it is down, the oldest of them when a probe
@@ -333,7 +317,11 @@ func NewWakeWaitingWorker(cfg Config) *WakeWaitingWorker {
 
 // Work wakes the waiting leads of every downstream.
 func (w *WakeWaitingWorker) Work(ctx context.Context, _ *river.Job[WakeWaitingArgs]) error {
-	for _, name := range store.Downstreams {
+	names, err := w.cfg.Store.DownstreamNames(ctx)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
 		if err := wakeWaiting(ctx, &w.cfg, name); err != nil {
 			return err
 		}
@@ -356,7 +344,7 @@ func wakeWaiting(ctx context.Context, cfg *Config, name string) error {
 		}
 	}
 	if total > 0 {
-		cfg.Logger.InfoContext(ctx, "leads waiting for a downstream woken", slog.String("downstream", name), slog.Int("count", total))
+		cfg.Logger.InfoContext(ctx, "leads waiting for a destination woken", slog.String("destination", name), slog.Int("count", total))
 	}
 	return nil
 }
@@ -364,16 +352,6 @@ func wakeWaiting(ctx context.Context, cfg *Config, name string) error {
 // ParseRateLimit reads a *_RATE_LIMIT: N/s, N/m, N/h or N/<duration> (such
 // as 100/10s), N at least 1.
 func ParseRateLimit(s string) (store.Limit, error) {
-	n, per, ok := strings.Cut(strings.TrimSpace(s), "/")
-	count, err := strconv.Atoi(n)
-	if !ok || err != nil || count < 1 {
-		return store.Limit{}, errors.New("want N/s, N/m, N/h or N/<duration> (such as 100/10s) with N at least 1")
-	}
-	d, known := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[per]
-	if !known {
-		if d, err = time.ParseDuration(per); err != nil || d <= 0 {
-			return store.Limit{}, errors.New("want N/s, N/m, N/h or N/<duration> (such as 100/10s) with a positive duration")
-		}
-	}
-	return store.Limit{N: count, Per: d}, nil
+	l, err := destination.ParseLimit(s)
+	return store.Limit{N: l.N, Per: l.Per}, err
 }

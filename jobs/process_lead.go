@@ -1,12 +1,15 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leadintake/leadintake/callers"
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
@@ -28,22 +32,19 @@ const (
 	DefaultLeadRetention = 30 * 24 * time.Hour
 )
 
-// Downstream is what the jobs need of the outside world: *downstream.Client,
-// or downstream.Simulator.
-type Downstream interface {
-	Enrich(ctx context.Context, req *downstream.EnrichmentRequest) (*downstream.Enrichment, error)
-	UpsertLead(ctx context.Context, lead *downstream.CRMLead) (string, error)
-	CreateLead(ctx context.Context, lead *downstream.CRMLead) (string, error)
-	LookupLead(ctx context.Context, externalRef string) (string, bool, error)
-	Notify(ctx context.Context, n *downstream.Notification) error
+// Enricher is the enrichment service: *downstream.Client, or
+// downstream.Simulator.
+type Enricher interface {
+	Enrich(ctx context.Context, req *downstream.EnrichmentRequest) (*destination.Enrichment, error)
 }
 
 // Config is what the jobs share.
 type Config struct {
-	Store      *store.Store
-	Downstream Downstream
-	// CRMMode is lead.ModeUpsert (default) or lead.ModeCreate.
-	CRMMode lead.Mode
+	Store *store.Store
+	// Enrichment is the enrichment service.
+	Enrichment Enricher
+	// Destinations are the CRMs and notification channels in force.
+	Destinations *Destinations
 	// KeyRetention is how long a finished key is kept. Default
 	// DefaultKeyRetention.
 	KeyRetention time.Duration
@@ -54,6 +55,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics may be nil.
 	Metrics *Metrics
+	// Calls count the calls to the downstreams; may be nil.
+	Calls *downstream.Metrics
 	// Callers are the clients in force: the callback of each, and the
 	// secret its deliveries are signed with.
 	Callers *callers.Holder
@@ -86,9 +89,6 @@ type Config struct {
 
 // withDefaults fills in what cfg leaves unset.
 func (cfg Config) withDefaults() Config {
-	if cfg.CRMMode == "" {
-		cfg.CRMMode = lead.ModeUpsert
-	}
 	if cfg.KeyRetention <= 0 {
 		cfg.KeyRetention = DefaultKeyRetention
 	}
@@ -149,7 +149,7 @@ type ProcessLeadWorker struct {
 // NewProcessLeadWorker returns the worker.
 func NewProcessLeadWorker(cfg Config) *ProcessLeadWorker {
 	cfg = cfg.withDefaults()
-	return &ProcessLeadWorker{cfg: cfg, gate: newGate(cfg.Store, cfg.Outages)}
+	return &ProcessLeadWorker{cfg: cfg, gate: newGate(cfg.Store, cfg.Outages, cfg.Destinations)}
 }
 
 // NextRetry honours a downstream's Retry-After (capped at an hour, even past
@@ -172,7 +172,7 @@ func (w *ProcessLeadWorker) Work(ctx context.Context, job *river.Job[ProcessLead
 	}
 	r := &leadRun{w: w, job: job, lead: l}
 	if l.Enrichment != nil {
-		r.enrichment = &downstream.Enrichment{}
+		r.enrichment = &destination.Enrichment{}
 		if err := json.Unmarshal(l.Enrichment, r.enrichment); err != nil {
 			return fmt.Errorf("lead %s: enrichment: %w", l.ID, err)
 		}
@@ -187,7 +187,7 @@ type leadRun struct {
 	lead *store.Lead
 	// enrichment is the enrichment's answer; fresh is set until it is
 	// saved.
-	enrichment *downstream.Enrichment
+	enrichment *destination.Enrichment
 	fresh      bool
 	// calls are the downstream calls made since the last save, for the
 	// delivery log.
@@ -203,9 +203,11 @@ type leadRun struct {
 // to its downstream only when the downstream's shared state admits it.
 func (r *leadRun) loop(ctx context.Context) (err error) {
 	in := lead.Input{
-		Key: r.lead.KeyState, Mode: r.w.cfg.CRMMode, LastAttempt: r.job.Attempt >= r.job.MaxAttempts,
+		Key: r.lead.KeyState, LastAttempt: r.job.Attempt >= r.job.MaxAttempts,
 		DeliveryExpired: time.Since(r.lead.DeliverySince) >= r.w.cfg.Outages.DeliveryMaxAge,
+		Now:             time.Now().Unix(),
 	}
+	r.destinations(&in, r.lead.State)
 	defer func() {
 		// The calls no save took with it.
 		if len(r.calls) > 0 {
@@ -219,12 +221,13 @@ func (r *leadRun) loop(ctx context.Context) (err error) {
 	for {
 		act, next := lead.Next(s, in)
 		if act.Kind.Calls() {
-			held, err := r.admit(ctx, act)
+			held, err := r.admit(ctx, next, act)
 			if err != nil {
 				return err
 			}
 			if held != nil {
-				in.Last, lastErr = &lead.Result{Action: act, Failure: held}, nil
+				in.Note(&lead.Result{Action: act, Failure: held})
+				lastErr = nil
 				continue
 			}
 		}
@@ -245,6 +248,9 @@ func (r *leadRun) loop(ctx context.Context) (err error) {
 				return r.saveFailed(ctx, err)
 			}
 			in.Held = true
+		}
+		if next.ChannelsSet != s.ChannelsSet {
+			r.destinations(&in, next)
 		}
 		s = next
 		switch act.Kind {
@@ -272,12 +278,40 @@ func (r *leadRun) loop(ctx context.Context) (err error) {
 			// No attempt is spent. The wait ends at the lead's
 			// DELIVERY_MAX_AGE at the latest, when it ends as at the end of
 			// its attempts; a recovery of the downstream wakes it sooner.
-			name, _ := downstreamOf(act.Waits)
+			name, _, _ := r.destinationOf(s, act.Waits, act.Channel)
 			wait := max(min(act.RetryAfter, time.Until(r.lead.DeliverySince.Add(r.w.cfg.Outages.DeliveryMaxAge))), time.Second)
 			r.w.cfg.Logger.InfoContext(ctx, "lead waits for a downstream", r.attrs(slog.String("downstream", name), slog.Duration("wait", wait))...)
 			return river.JobSnooze(wait)
 		}
-		in.Last, lastErr = r.call(ctx, s, act)
+		var res *lead.Result
+		res, lastErr = r.call(ctx, s, act)
+		in.Note(res)
+	}
+}
+
+// destinations sets what in needs of the lead's destinations: its CRM's
+// (its own, or its client's now) and its channels' capabilities.
+func (r *leadRun) destinations(in *lead.Input, s lead.State) {
+	dests := r.w.cfg.Destinations
+	set := dests.Set()
+	in.CRMDestination = set.CRMOf(r.lead.ClientID)
+	name := cmp.Or(s.CRMDestination, in.CRMDestination)
+	if crm, _, err := dests.CRM(name); err == nil {
+		in.CRM = crm.Capabilities()
+	}
+	in.Channels = set.NotifyOf(r.lead.ClientID)
+	names := in.Channels
+	if s.ChannelsSet {
+		names = nil
+		for _, c := range s.Channels {
+			names = append(names, c.Name)
+		}
+	}
+	for i, n := range names[:min(len(names), lead.MaxChannels)] {
+		in.ChannelCaps[i] = lead.ChannelCapabilities{}
+		if ch, _, err := dests.Channel(n); err == nil {
+			in.ChannelCaps[i] = ch.Capabilities()
+		}
 	}
 }
 
@@ -285,8 +319,8 @@ func (r *leadRun) loop(ctx context.Context) (err error) {
 // when it may, or the hold that keeps it back (logged as not sent). A call
 // this lead booked ahead in a rate limit starts at its time, without asking
 // again.
-func (r *leadRun) admit(ctx context.Context, act lead.Action) (*lead.Failure, error) {
-	name, step := downstreamOf(act.Kind)
+func (r *leadRun) admit(ctx context.Context, s lead.State, act lead.Action) (*lead.Failure, error) {
+	name, step, kind := r.destinationOf(s, act.Kind, act.Channel)
 	if r.lead.BookedFor == name {
 		r.lead.BookedFor = "" // used, whatever comes of it
 		if wait := time.Until(r.lead.BookedAt); wait > inProcessWait {
@@ -312,7 +346,7 @@ func (r *leadRun) admit(ctx context.Context, act lead.Action) (*lead.Failure, er
 			r.bookedFor, r.bookedAt = name, bookAt
 		}
 		r.calls = append(r.calls, store.Call{
-			LeadID: r.lead.ID, Step: step, Attempt: r.job.Attempt, StartedAt: time.Now(), Outcome: store.CallNotSent,
+			LeadID: r.lead.ID, Step: step, Destination: name, Kind: kind, Attempt: r.job.Attempt, StartedAt: time.Now(), Outcome: store.CallNotSent,
 		})
 	}
 	return held, nil
@@ -329,7 +363,7 @@ func (r *leadRun) save(ctx context.Context, s lead.State, act lead.Action) error
 		}
 	}
 	if act.Kind == lead.ActWait {
-		p.WaitingFor, _ = downstreamOf(act.Waits)
+		p.WaitingFor, _, _ = r.destinationOf(s, act.Waits, act.Channel)
 		p.BookedFor, p.BookedAt = r.bookedFor, r.bookedAt
 	}
 	dctx, cancel := dbContext(ctx)
@@ -360,94 +394,207 @@ func (r *leadRun) noteGivenUp(ctx context.Context, before, after lead.State, err
 	if before.Enrichment != lead.EnrichmentUnavailable && after.Enrichment == lead.EnrichmentUnavailable {
 		r.w.cfg.Logger.WarnContext(ctx, "enrichment given up", r.attrs(slog.String("error", errString(err)))...)
 	}
-	if before.Notification != lead.NotificationFailed && after.Notification == lead.NotificationFailed {
-		r.w.cfg.Logger.WarnContext(ctx, "notification given up", r.attrs(slog.String("error", errString(err)))...)
+	for i, c := range after.Channels {
+		if c.State == lead.ChannelFailed && before.Channels[i].State != lead.ChannelFailed {
+			r.w.cfg.Logger.WarnContext(ctx, "notification given up", r.attrs(slog.String("destination", c.Name), slog.String("error", errString(err)))...)
+		}
 	}
 }
 
-// call runs the call of act, logs it, reports it to the downstream's shared
-// state, and classifies its result.
+// call runs the call of act, logs it (every request it made, in the
+// delivery log), reports it to the destination's shared state, and
+// classifies its result.
 func (r *leadRun) call(ctx context.Context, s lead.State, act lead.Action) (*lead.Result, error) {
-	l, ds := r.lead, r.w.cfg.Downstream
+	l := r.lead
 	res := &lead.Result{Action: act}
-	name, step := downstreamOf(act.Kind)
-	ctx, info := downstream.WithCallInfo(ctx)
-	start := time.Now()
-	var err error
-	switch act.Kind {
-	case lead.ActEnrich:
-		var data *downstream.Enrichment
-		data, err = ds.Enrich(ctx, &downstream.EnrichmentRequest{
-			LeadID: l.ID.String(), Email: l.Lead.Email, Company: l.Lead.Company, Website: l.Lead.Website,
+	name, step, kind := r.destinationOf(s, act.Kind, act.Channel)
+	observed := 0
+	ctx = destination.WithObserver(ctx, func(o destination.Observation) {
+		observed++
+		r.calls = append(r.calls, store.Call{
+			LeadID: l.ID, Step: o.Step, Destination: name, Kind: kind, Attempt: r.job.Attempt,
+			StartedAt: o.StartedAt, Duration: o.Duration, Outcome: o.Outcome,
 		})
-		if err == nil && data != nil {
-			r.enrichment, r.fresh, res.Found = data, true, true
-		}
-	case lead.ActUpsert:
-		res.CRMID, err = ds.UpsertLead(ctx, r.crmRecord(s))
-	case lead.ActCreate:
-		res.CRMID, err = ds.CreateLead(ctx, r.crmRecord(s))
-	case lead.ActLookup:
-		res.CRMID, res.Found, err = ds.LookupLead(ctx, l.ExternalRef)
-	case lead.ActNotify:
-		score, tier := lead.Score(&l.Lead, s.Enriched())
-		err = ds.Notify(ctx, &downstream.Notification{
-			LeadID: l.ID.String(), ExternalRef: l.ExternalRef, Score: score, Tier: string(tier),
-			Email: l.Lead.Email, Name: l.Lead.Name, Company: l.Lead.Company,
-			Amends: amendsOf(l), Amendment: s.Amendment, DuplicateOf: duplicateOf(l),
-		})
-	default:
-		return nil, fmt.Errorf("no call for action %s", act.Kind)
-	}
-	r.calls = append(r.calls, store.Call{
-		LeadID: l.ID, Step: step, Attempt: r.job.Attempt, StartedAt: start, Duration: time.Since(start),
-		Outcome: callOutcome(info, err),
 	})
+	start := time.Now()
+	err := r.dispatch(ctx, s, act, res)
+	if observed == 0 {
+		// No request went out (a destination not configured, a stand-in
+		// that makes none): the call is logged as its result.
+		outcome := strconv.Itoa(http.StatusOK)
+		if err != nil {
+			outcome = destination.OutcomeOf(0, err)
+		}
+		r.calls = append(r.calls, store.Call{
+			LeadID: l.ID, Step: step, Destination: name, Kind: kind, Attempt: r.job.Attempt,
+			StartedAt: start, Duration: time.Since(start), Outcome: outcome,
+		})
+	}
+	r.w.cfg.Calls.Observe(name, targetOf(act.Kind), resultOf(res, err), time.Since(start))
 	dctx, cancel := dbContext(ctx)
 	defer cancel()
 	f, recovered, rerr := r.w.gate.report(dctx, name, l.ID, failureOf(ctx, err), err)
 	if rerr != nil {
 		// The call's own result stands; the shared state learns of the
 		// next one.
-		r.w.cfg.Logger.WarnContext(ctx, "could not report a call to the downstream's state", r.attrs(slog.String("error", rerr.Error()))...)
+		r.w.cfg.Logger.WarnContext(ctx, "could not report a call to the destination's state", r.attrs(slog.String("error", rerr.Error()))...)
 	}
 	res.Failure = f
 	if recovered {
-		r.w.cfg.Logger.InfoContext(ctx, "downstream recovered", slog.String("downstream", name))
+		r.w.cfg.Logger.InfoContext(ctx, "destination recovered", slog.String("destination", name))
 		if err := wakeWaiting(dctx, &r.w.cfg, name); err != nil {
-			r.w.cfg.Logger.WarnContext(ctx, "could not wake the leads waiting for the downstream; the periodic round will",
-				slog.String("downstream", name), slog.String("error", err.Error()))
+			r.w.cfg.Logger.WarnContext(ctx, "could not wake the leads waiting for the destination; the periodic round will",
+				slog.String("destination", name), slog.String("error", err.Error()))
 		}
 	}
 	return res, err
 }
 
+// dispatch makes the call of act, and records its answer in res.
+func (r *leadRun) dispatch(ctx context.Context, s lead.State, act lead.Action, res *lead.Result) error {
+	l := r.lead
+	if act.Kind == lead.ActEnrich {
+		data, err := r.w.cfg.Enrichment.Enrich(ctx, &downstream.EnrichmentRequest{
+			LeadID: l.ID.String(), Email: l.Lead.Email, Company: l.Lead.Company, Website: l.Lead.Website,
+		})
+		if err == nil && data != nil {
+			r.enrichment, r.fresh, res.Found = data, true, true
+		}
+		return err
+	}
+	rec := r.record(s)
+	if act.Kind.CRMStep() {
+		crm, _, err := r.w.cfg.Destinations.CRM(cmp.Or(s.CRMDestination, r.w.cfg.Destinations.Set().CRMOf(l.ClientID)))
+		if err != nil {
+			return err
+		}
+		switch act.Kind {
+		case lead.ActPrepare:
+			res.Prepared, err = crm.Prepare(ctx, rec)
+		case lead.ActUpsert, lead.ActCreate:
+			res.CRMID, err = crm.Write(ctx, rec)
+		case lead.ActLookup:
+			res.CRMID, res.Found, err = crm.Lookup(ctx, rec)
+		case lead.ActUpdate:
+			res.CRMID, err = crm.Update(ctx, act.CRMID, rec)
+		}
+		return err
+	}
+	c := s.Channels[act.Channel]
+	ch, _, err := r.w.cfg.Destinations.Channel(c.Name)
+	if err != nil {
+		return err
+	}
+	var receipt destination.Receipt
+	switch act.Kind {
+	case lead.ActNotify:
+		receipt, err = ch.Send(ctx, rec, destination.Receipt(l.ChainReceipts[c.Name]))
+	case lead.ActFind:
+		receipt, res.Found, err = ch.Find(ctx, rec, time.Unix(c.Since, 0))
+	default:
+		return fmt.Errorf("no call for action %s", act.Kind)
+	}
+	res.Receipt = string(receipt)
+	return err
+}
+
+// targetOf names the call of k in the metrics.
+func targetOf(k lead.Kind) string {
+	switch k {
+	case lead.ActEnrich:
+		return "enrichment"
+	case lead.ActUpsert:
+		return "crm_upsert"
+	case lead.ActCreate:
+		return "crm_create"
+	case lead.ActLookup:
+		return "crm_lookup"
+	case lead.ActUpdate:
+		return "crm_update"
+	case lead.ActPrepare:
+		return "crm_prepare"
+	case lead.ActFind:
+		return "notify_find"
+	default:
+		return "notify"
+	}
+}
+
+// resultOf names a call's result in the metrics.
+func resultOf(res *lead.Result, err error) string {
+	switch c := destination.Classify(err); {
+	case err == nil && !res.Found && (res.Action.Kind == lead.ActEnrich || res.Action.Kind == lead.ActLookup || res.Action.Kind == lead.ActFind):
+		return "not_found"
+	case err == nil:
+		return "success"
+	case c == destination.Unauthorized:
+		return "unauthorized"
+	case c == destination.Rejected:
+		return "permanent"
+	default:
+		return "transient"
+	}
+}
+
+// destinationOf names the destination a call of kind (and channel) goes
+// to, its step in the delivery log, and the destination's kind.
+func (r *leadRun) destinationOf(s lead.State, k lead.Kind, channel int) (name, step, kind string) {
+	dests := r.w.cfg.Destinations
+	switch {
+	case k == lead.ActEnrich:
+		return store.DownstreamEnrichment, "enrichment", "http"
+	case k.CRMStep():
+		name = cmp.Or(s.CRMDestination, dests.Set().CRMOf(r.lead.ClientID))
+		step = "crm"
+		switch k {
+		case lead.ActLookup:
+			step = "crm_lookup"
+		case lead.ActPrepare:
+			step = "crm_person"
+		}
+		if _, c, err := dests.CRM(name); err == nil {
+			kind = c.Kind
+		}
+		return name, step, kind
+	default:
+		name, step = s.Channels[channel].Name, "notification"
+		if k == lead.ActFind {
+			step = "notification_lookup"
+		}
+		if _, c, err := dests.Channel(name); err == nil {
+			kind = c.Kind
+		}
+		return name, step, kind
+	}
+}
+
 // failureOf classifies a call's error for the lead's life.
 func failureOf(ctx context.Context, err error) *lead.Failure {
-	switch de, ok := downstream.AsError(err); {
+	var missing *errNoDestination
+	switch {
 	case err == nil:
 		return nil
 	case errors.Is(ctx.Err(), context.Canceled):
 		// The worker is stopping, as opposed to the job's time-out, which
 		// is a failure of the attempt.
 		return &lead.Failure{Transient: true, Uncertain: true, Stopping: true}
-	case ok:
-		return &lead.Failure{
-			Transient: de.Transient, Uncertain: de.Uncertain, RetryAfter: de.RetryAfter,
-			Conflict: de.StatusCode == http.StatusConflict,
-		}
-	default:
-		return &lead.Failure{Transient: true, Uncertain: true}
+	case errors.As(err, &missing):
+		// Not configured (any more): the lead waits for it, as for a
+		// destination that is down, until it is again.
+		return &lead.Failure{Transient: true, Hold: lead.HoldDown, NotSent: true, RetryAfter: downWait}
 	}
+	return destination.FailureOf(err)
 }
 
-func (r *leadRun) crmRecord(s lead.State) *downstream.CRMLead {
+// record is the lead as its destinations are given it.
+func (r *leadRun) record(s lead.State) *destination.Record {
 	l := &r.lead.Lead
 	score, tier := lead.Score(l, s.Enriched())
-	return &downstream.CRMLead{
-		ExternalRef: r.lead.ExternalRef, LeadID: r.lead.ID.String(), Lead: *l,
+	return &destination.Record{
+		LeadID: r.lead.ID.String(), ExternalRef: r.lead.ExternalRef, Lead: l,
 		Score: score, Tier: string(tier), Enrichment: r.enrichment, Amendment: s.Amendment,
-		DuplicateOf: duplicateOf(r.lead),
+		Amends: amendsOf(r.lead), ChainCRMID: s.ChainCRMID, DuplicateOf: duplicateOf(r.lead),
+		Prepared: s.CRMPrepared,
 	}
 }
 
@@ -459,8 +606,8 @@ func (r *leadRun) finish(ctx context.Context, s lead.State, act lead.Action, las
 	message := fmt.Sprintf("the lead could not be delivered after %d attempts; retry with the same Idempotency-Key to try again", r.job.Attempt)
 	if act.Outcome == lead.OutcomeCRMRejected {
 		message = "the CRM refused the lead"
-		if de, ok := downstream.AsError(lastErr); ok && de.StatusCode != 0 {
-			message = fmt.Sprintf("the CRM refused the lead (HTTP %d)", de.StatusCode)
+		if de, ok := destination.AsError(lastErr); ok && (de.Status != 0 || de.Code != "") {
+			message = "the CRM refused the lead (" + strings.TrimSpace(statusOf(de)+" "+de.Code) + ")"
 		}
 	}
 	f := finishOf(r.lead, s, act, message, r.w.cfg.KeyRetention)
@@ -556,6 +703,15 @@ func finishOf(l *store.Lead, s lead.State, act lead.Action, message string, rete
 		f.Response = response.NewFailed(id, code, message)
 	}
 	return f
+}
+
+// statusOf names an answer's status in a final response: HTTP 422, or
+// nothing when none came.
+func statusOf(e *destination.Error) string {
+	if e.Status == 0 {
+		return ""
+	}
+	return "HTTP " + strconv.Itoa(e.Status)
 }
 
 func errString(err error) string {

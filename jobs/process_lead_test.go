@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/internal/testkit"
@@ -119,11 +120,11 @@ func TestProcessLeadCompletes(t *testing.T) {
 
 	t.Run("WithTheSimulator", func(t *testing.T) {
 		t.Parallel()
-		bundle := setup(t, &setupOpts{Downstream: downstream.Simulator{}})
+		bundle := setup(t, &setupOpts{Simulate: true})
 		sub := bundle.submit(t, adaBody)
 
 		got := bundle.waitFinished(t, sub.Key)
-		crmID, _, _ := downstream.Simulator{}.LookupLead(t.Context(), sub.Ref)
+		crmID, _, _ := downstream.Simulator{}.Lookup(t.Context(), &destination.Record{ExternalRef: sub.Ref})
 		// The stand-in enrichment counts as data: 75 + 10.
 		requireCompleted(t, got, completedBody(sub.LeadID, crmID, 85, "hot", true))
 		bundle.requireNoCalls(t)

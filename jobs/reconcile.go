@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/store"
 )
@@ -116,7 +118,16 @@ func (w *ReconcileWorker) settle(ctx context.Context, ref store.KeyRef) {
 	if l.KeyState.State != lead.KeyNeedsReconciliation {
 		return // settled meanwhile
 	}
-	crmID, found, err := w.cfg.Downstream.LookupLead(ctx, l.ExternalRef)
+	crm, _, err := w.cfg.Destinations.CRM(cmp.Or(l.State.CRMDestination, w.cfg.Destinations.Set().CRMOf(l.ClientID)))
+	if err != nil {
+		postpone("reconciliation: the lead's CRM is not configured; left for a later round", err)
+		return
+	}
+	rec := &destination.Record{LeadID: l.ID.String(), ExternalRef: l.ExternalRef, Lead: &l.Lead, Prepared: l.State.CRMPrepared}
+	crmID, found, err := crm.Lookup(ctx, rec)
+	if err == nil && !found && !crm.Capabilities().ConsistentLookup {
+		err = errors.New("not found by a look-up that may lag behind the write")
+	}
 	if err != nil {
 		postpone("reconciliation look-up failed; left for a later round", err)
 		return

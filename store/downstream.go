@@ -13,16 +13,47 @@ import (
 	"github.com/leadintake/leadintake/lead"
 )
 
-// The downstreams, as named in the downstreams table, in leads.waiting_for
-// and in the metrics.
+// The downstreams the environment configures, as named in the downstreams
+// table, in leads.waiting_for and in the metrics; the clients file's
+// destinations have names of their own.
 const (
 	DownstreamEnrichment   = "enrichment"
 	DownstreamCRM          = "crm"
 	DownstreamNotification = "notification"
 )
 
-// Downstreams lists every downstream.
-var Downstreams = []string{DownstreamEnrichment, DownstreamCRM, DownstreamNotification}
+// EnsureDownstreams makes sure each of names has its row of shared state
+// (a destination added to the clients file gets one, up).
+func (s *Store) EnsureDownstreams(ctx context.Context, names []string) error {
+	if _, err := s.db.Exec(ctx, `INSERT INTO downstreams (name) SELECT unnest($1::text[]) ON CONFLICT (name) DO NOTHING`, names); err != nil {
+		return fmt.Errorf("ensure downstreams: %w", err)
+	}
+	return nil
+}
+
+// DownstreamNames returns the name of every downstream that has shared
+// state.
+func (s *Store) DownstreamNames(ctx context.Context) ([]string, error) {
+	rows, err := s.db.Query(ctx, `SELECT name FROM downstreams ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("downstream names: %w", err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("downstream names: %w", err)
+	}
+	return names, nil
+}
+
+// ProbeSoon makes the downstreams names that are down due for a probe now:
+// their configuration changed (a corrected token), so the next call may
+// succeed.
+func (s *Store) ProbeSoon(ctx context.Context, names []string) error {
+	if _, err := s.db.Exec(ctx, `UPDATE downstreams SET next_probe_at = now() WHERE name = ANY($1) AND NOT up`, names); err != nil {
+		return fmt.Errorf("probe downstreams: %w", err)
+	}
+	return nil
+}
 
 // Limit is a downstream's rate limit: at most N calls started per Per on
 // average, in bursts of at most N, across every worker of the database. The
@@ -137,7 +168,13 @@ func (s *Store) Admit(ctx context.Context, name string, o AdmitOpts) (Admission,
 			up, probeDue, clean bool
 			probeIn, heldLeft   float64
 		)
-		if err := s.db.QueryRow(ctx, admitReadSQL, name).Scan(&up, &probeDue, &probeIn, &heldLeft, &clean); err != nil {
+		err := s.db.QueryRow(ctx, admitReadSQL, name).Scan(&up, &probeDue, &probeIn, &heldLeft, &clean)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// No state kept yet (EnsureDownstreams): nothing is known
+			// against it.
+			return Admission{Go: true, Clean: true}, nil
+		}
+		if err != nil {
 			return Admission{}, fmt.Errorf("admit %s: %w", name, err)
 		}
 		switch {
@@ -149,7 +186,7 @@ func (s *Store) Admit(ctx context.Context, name string, o AdmitOpts) (Admission,
 			return Admission{Hold: lead.HoldDown, Wait: seconds(probeIn)}, nil
 		}
 		var took bool
-		err := s.db.QueryRow(ctx, takeProbeSQL, name, o.ProbeInterval.Seconds()).Scan(&took)
+		err = s.db.QueryRow(ctx, takeProbeSQL, name, o.ProbeInterval.Seconds()).Scan(&took)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return Admission{Hold: lead.HoldDown, Wait: o.ProbeInterval}, nil
@@ -167,6 +204,9 @@ func (s *Store) Admit(ctx context.Context, name string, o AdmitOpts) (Admission,
 		"name": name, "burst": float64(o.Limit.N), "rate": o.Limit.rate(),
 		"max_ahead": o.MaxAhead.Seconds(), "probe_interval": o.ProbeInterval.Seconds(), "lease": o.Lease,
 	}).Scan(&a.Go, &a.Probe, &up, &held, &heldLeft, &probeIn, &booked, &a.Clean, &a.Tokens)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Admission{Go: true, Clean: true, Tokens: 1}, nil
+	}
 	if err != nil {
 		return Admission{}, fmt.Errorf("admit %s: %w", name, err)
 	}
@@ -194,9 +234,13 @@ func seconds(s float64) time.Duration {
 // log take it.
 type Call struct {
 	LeadID uuid.UUID
-	// Step is the delivery log's step: enrichment, crm, crm_lookup or
-	// notification.
+	// Step is the delivery log's step: enrichment, crm, crm_lookup,
+	// crm_token, crm_person, notification or notification_lookup.
 	Step string
+	// Destination is the name of the destination called, and Kind its
+	// kind; empty for a call logged before destinations (Calls then names
+	// the environment's destination of its step).
+	Destination, Kind string
 	// Attempt is the attempt of the lead's job the call started in, from 1.
 	Attempt   int
 	StartedAt time.Time
@@ -252,7 +296,7 @@ WITH old AS (
     WHERE name = $1 AND (failures > 0 OR NOT up)
     FOR UPDATE
 )
-UPDATE downstreams d SET up = true, failures = 0, failing_leads = '{}', down_since = NULL, next_probe_at = NULL
+UPDATE downstreams d SET up = true, unauthorized = false, failures = 0, failing_leads = '{}', down_since = NULL, next_probe_at = NULL
 FROM old WHERE d.name = old.name
 RETURNING NOT old.up`
 
@@ -329,10 +373,38 @@ func (s *Store) ReportFailure(ctx context.Context, name string, leadID uuid.UUID
 	return r, nil
 }
 
+// reportUnauthorizedSQL records that the downstream refused its
+// credentials: it is down at once (no other lead need fail first: the
+// credentials are the destination's, not the lead's), until a call is
+// accepted; its first probe comes a probe interval later.
+const reportUnauthorizedSQL = `
+UPDATE downstreams SET
+    next_probe_at = CASE WHEN up OR NOT unauthorized THEN now() + $2 * interval '1 second' ELSE next_probe_at END,
+    up = false, unauthorized = true, down_since = coalesce(down_since, now()), failures = 0, failing_leads = '{}'
+WHERE name = $1
+RETURNING coalesce(extract(epoch FROM next_probe_at - now()), 0)`
+
+// ReportUnauthorized records that a call to the downstream name was
+// refused its credentials: every lead bound for it waits, as in an outage
+// (one probe a probeInterval), until a call is accepted again. It returns
+// how long until the next probe.
+func (s *Store) ReportUnauthorized(ctx context.Context, name string, probeInterval time.Duration) (time.Duration, error) {
+	var in float64
+	err := s.db.QueryRow(ctx, reportUnauthorizedSQL, name, probeInterval.Seconds()).Scan(&in)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("report %s unauthorized: %w", name, err)
+	}
+	return seconds(in), nil
+}
+
 // DownstreamState is one downstream as every worker sees it.
 type DownstreamState struct {
 	Name string
 	Up   bool
+	// Unauthorized: it is down because it refused its credentials.
+	Unauthorized bool
+	// DownSince is when it went down; zero while up.
+	DownSince time.Time
 	// Waiting counts the leads whose key is processing and that wait for
 	// it; OldestWaiting is how long the longest of them has waited.
 	Waiting       int
@@ -342,13 +414,13 @@ type DownstreamState struct {
 // DownstreamStates returns every downstream's state and its waiting leads.
 func (s *Store) DownstreamStates(ctx context.Context) ([]DownstreamState, error) {
 	rows, err := s.db.Query(ctx, `
-SELECT d.name, d.up, count(l.id),
+SELECT d.name, d.up, d.unauthorized, coalesce(d.down_since, 'epoch'), count(l.id),
        coalesce(extract(epoch FROM now() - min(l.waiting_since)), 0)::float8
 FROM downstreams d
 LEFT JOIN leads l ON l.waiting_for = d.name
     AND EXISTS (SELECT FROM idempotency_keys k
                 WHERE k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id AND k.state = 'processing')
-GROUP BY d.name, d.up
+GROUP BY d.name, d.up, d.unauthorized, d.down_since
 ORDER BY d.name`)
 	if err != nil {
 		return nil, fmt.Errorf("downstream states: %w", err)
@@ -360,10 +432,14 @@ ORDER BY d.name`)
 			st     DownstreamState
 			oldest float64
 		)
-		if err := rows.Scan(&st.Name, &st.Up, &st.Waiting, &oldest); err != nil {
+		var since time.Time
+		if err := rows.Scan(&st.Name, &st.Up, &st.Unauthorized, &since, &st.Waiting, &oldest); err != nil {
 			return nil, fmt.Errorf("downstream states: %w", err)
 		}
 		st.OldestWaiting = seconds(oldest)
+		if !st.Up {
+			st.DownSince = since
+		}
 		out = append(out, st)
 	}
 	return out, rows.Err()
@@ -421,12 +497,14 @@ LIMIT $2`, name, limit)
 
 // callRow is a Call as the delivery log stores it (see rows.go).
 type callRow struct {
-	LeadID     uuid.UUID `db:"lead_id" pg:"uuid"`
-	Step       string    `db:"step" pg:"text"`
-	Attempt    int32     `db:"attempt" pg:"int4"`
-	StartedAt  time.Time `db:"started_at" pg:"timestamptz"`
-	DurationMS int32     `db:"duration_ms" pg:"int4"`
-	Outcome    string    `db:"outcome" pg:"text"`
+	LeadID      uuid.UUID `db:"lead_id" pg:"uuid"`
+	Step        string    `db:"step" pg:"text"`
+	Destination *string   `db:"destination" pg:"text"`
+	Kind        *string   `db:"kind" pg:"text"`
+	Attempt     int32     `db:"attempt" pg:"int4"`
+	StartedAt   time.Time `db:"started_at" pg:"timestamptz"`
+	DurationMS  int32     `db:"duration_ms" pg:"int4"`
+	Outcome     string    `db:"outcome" pg:"text"`
 }
 
 var insertCallsSQL = `
@@ -437,7 +515,8 @@ func callRows(calls []Call) []callRow {
 	rows := make([]callRow, len(calls))
 	for i, c := range calls {
 		rows[i] = callRow{
-			LeadID: c.LeadID, Step: c.Step, Attempt: int32(c.Attempt), StartedAt: c.StartedAt,
+			LeadID: c.LeadID, Step: c.Step, Destination: nullIfEmpty(c.Destination), Kind: nullIfEmpty(c.Kind),
+			Attempt: int32(c.Attempt), StartedAt: c.StartedAt,
 			DurationMS: int32(c.Duration.Milliseconds()), Outcome: c.Outcome,
 		}
 	}
@@ -458,7 +537,10 @@ func (s *Store) LogCalls(ctx context.Context, calls []Call) error {
 // Calls returns the delivery log of a lead, oldest first.
 func (s *Store) Calls(ctx context.Context, leadID uuid.UUID) ([]Call, error) {
 	rows, err := s.db.Query(ctx, `
-SELECT lead_id, step, attempt, started_at, duration_ms, outcome FROM lead_calls WHERE lead_id = $1 ORDER BY id`, leadID)
+SELECT lead_id, step, coalesce(destination, CASE WHEN step LIKE 'crm%' THEN 'crm' ELSE step END),
+       coalesce(kind, 'http'),
+       attempt, started_at, duration_ms, outcome
+FROM lead_calls WHERE lead_id = $1 ORDER BY id`, leadID)
 	if err != nil {
 		return nil, fmt.Errorf("calls of lead %s: %w", leadID, err)
 	}
@@ -469,7 +551,7 @@ SELECT lead_id, step, attempt, started_at, duration_ms, outcome FROM lead_calls 
 			c  Call
 			ms int32
 		)
-		if err := rows.Scan(&c.LeadID, &c.Step, &c.Attempt, &c.StartedAt, &ms, &c.Outcome); err != nil {
+		if err := rows.Scan(&c.LeadID, &c.Step, &c.Destination, &c.Kind, &c.Attempt, &c.StartedAt, &ms, &c.Outcome); err != nil {
 			return nil, fmt.Errorf("calls of lead %s: %w", leadID, err)
 		}
 		c.Duration = time.Duration(ms) * time.Millisecond

@@ -93,7 +93,9 @@ type finishRow struct {
 	EnrichmentOutcome  *string `db:"enrichment_outcome" pg:"text"`
 	Enrichment         []byte  `db:"enrichment" pg:"jsonb"`
 	EnrichmentFailures int16   `db:"enrichment_failures" pg:"int2"`
-	NotifyFailures     int16   `db:"notify_failures" pg:"int2"`
+	CRMDestination     *string `db:"crm_destination" pg:"text"`
+	CRMPrepared        *string `db:"crm_prepared" pg:"text"`
+	Channels           []byte  `db:"channels" pg:"jsonb"`
 }
 
 func rowOf(f *Finish) finishRow {
@@ -115,7 +117,9 @@ func rowOf(f *Finish) finishRow {
 		r.CRM, r.CRMID, r.Notify = string(res.State.CRM), nullIfEmpty(res.State.CRMID), nullIfEmpty(res.State.Notification)
 		r.Warnings, r.CRMNotUpdated = strings.Join(res.State.Warnings(), ","), res.State.CRMNotUpdated
 		r.EnrichmentOutcome, r.Enrichment = nullIfEmpty(res.State.Enrichment), f.Enrichment
-		r.EnrichmentFailures, r.NotifyFailures = int16(res.State.EnrichmentFailures), int16(res.State.NotificationFailures)
+		r.EnrichmentFailures = int16(res.State.EnrichmentFailures)
+		r.CRMDestination, r.CRMPrepared = nullIfEmpty(res.State.CRMDestination), nullIfEmpty(res.State.CRMPrepared)
+		r.Channels = channelsJSON(&res.State)
 	}
 	return r
 }
@@ -156,7 +160,9 @@ WITH f AS (
         enrichment_outcome = CASE WHEN f.has_result THEN f.enrichment_outcome ELSE leads.enrichment_outcome END,
         enrichment = coalesce(f.enrichment, leads.enrichment),
         enrichment_failures = CASE WHEN f.has_result THEN f.enrichment_failures ELSE leads.enrichment_failures END,
-        notify_failures = CASE WHEN f.has_result THEN f.notify_failures ELSE leads.notify_failures END,
+        crm_destination = CASE WHEN f.has_result THEN f.crm_destination ELSE leads.crm_destination END,
+        crm_prepared = CASE WHEN f.has_result THEN f.crm_prepared ELSE leads.crm_prepared END,
+        channels = CASE WHEN f.has_result THEN f.channels ELSE leads.channels END,
         finished_at = CASE WHEN f.status IS NOT NULL THEN now() END,
         waiting_for = NULL, waiting_since = NULL, booked_for = NULL, booked_at = NULL,
         updated_at = now()

@@ -61,6 +61,9 @@ type Lead struct {
 	// DuplicateOf is the earlier lead this one may duplicate (see
 	// Store.FlagDuplicates); nil for none.
 	DuplicateOf *uuid.UUID
+	// ChainReceipts are the receipts of the messages of the lead this one
+	// amends, by channel: an amendment updates them where its channel can.
+	ChainReceipts map[string]string
 	erased      bool
 }
 
@@ -71,7 +74,7 @@ func (l *Lead) Erased() bool { return l.erased }
 var leadColumns = `
     l.id, l.client_id, l.idempotency_key, l.external_ref, l.submission, l.enrichment,
     coalesce(l.enrichment_outcome, ''), l.enrichment_failures, l.crm_state, coalesce(l.crm_id, ''),
-    coalesce(l.notify_outcome, ''), l.notify_failures, l.run, l.job_id,
+    coalesce(l.notify_outcome, ''), coalesce(l.crm_destination, ''), coalesce(l.crm_prepared, ''), l.channels, l.run, l.job_id,
     ` + keyColumns + `,
     EXISTS (SELECT FROM leads o WHERE o.external_ref = l.external_ref AND o.id <> l.id),
     l.amends, l.amendment, l.crm_not_updated,
@@ -80,7 +83,9 @@ var leadColumns = `
               JOIN idempotency_keys sk ON sk.client_id = sl.client_id AND sk.key = sl.idempotency_key AND sk.lead_id = sl.id
               WHERE sl.id = l.amends), false),
     l.erased_at IS NOT NULL, coalesce(l.delivery_since, l.created_at), coalesce(l.waiting_for, ''),
-    coalesce(l.booked_for, ''), coalesce(l.booked_at, 'epoch'), l.duplicate_of`
+    coalesce(l.booked_for, ''), coalesce(l.booked_at, 'epoch'), l.duplicate_of,
+    coalesce((SELECT sl.crm_id FROM leads sl WHERE sl.id = l.amends AND sl.crm_state = 'accepted'), ''),
+    (SELECT sl.channels FROM leads sl WHERE sl.id = l.amends)`
 
 var loadLeadSQL = `
 SELECT` + leadColumns + `
@@ -100,13 +105,16 @@ func scanLead(row pgx.Row) (*Lead, error) {
 		l          Lead
 		submission []byte
 		enrichment []byte
+		channels   []byte
+		chain      []byte
 	)
 	err := row.Scan(&l.ID, &l.ClientID, &l.Key, &l.ExternalRef, &submission, &enrichment,
 		&l.State.Enrichment, &l.State.EnrichmentFailures, &l.State.CRM, &l.State.CRMID,
-		&l.State.Notification, &l.State.NotificationFailures, &l.Run.Seq, &l.JobID,
+		&l.State.Notification, &l.State.CRMDestination, &l.State.CRMPrepared, &channels, &l.Run.Seq, &l.JobID,
 		&l.KeyState.State, &l.KeyState.Failure, &l.KeyState.Superseded, &l.KeyState.Erased, &l.KeyState.Expired,
 		&l.State.RefUsedBefore, &l.Amends, &l.State.Amendment, &l.State.CRMNotUpdated,
-		&l.State.SupersededUnfinished, &l.erased, &l.DeliverySince, &l.WaitingFor, &l.BookedFor, &l.BookedAt, &l.DuplicateOf)
+		&l.State.SupersededUnfinished, &l.erased, &l.DeliverySince, &l.WaitingFor, &l.BookedFor, &l.BookedAt, &l.DuplicateOf,
+		&l.State.ChainCRMID, &chain)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -115,6 +123,23 @@ func scanLead(row pgx.Row) (*Lead, error) {
 	}
 	l.Run.LeadID = l.ID
 	l.State.PossibleDuplicate = l.DuplicateOf != nil
+	if err := scanChannels(channels, &l.State); err != nil {
+		return nil, fmt.Errorf("lead %s: channels: %w", l.ID, err)
+	}
+	if chain != nil {
+		var amended lead.State
+		if err := scanChannels(chain, &amended); err != nil {
+			return nil, fmt.Errorf("lead %s: the amended lead's channels: %w", l.ID, err)
+		}
+		for _, c := range amended.Channels {
+			if c.Receipt != "" {
+				if l.ChainReceipts == nil {
+					l.ChainReceipts = map[string]string{}
+				}
+				l.ChainReceipts[c.Name] = c.Receipt
+			}
+		}
+	}
 	if len(enrichment) > 0 {
 		l.Enrichment = enrichment
 	}
@@ -188,7 +213,9 @@ type saveRow struct {
 	CRMState           string     `db:"crm_state" pg:"text"`
 	CRMID              *string    `db:"crm_id" pg:"text"`
 	NotifyOutcome      *string    `db:"notify_outcome" pg:"text"`
-	NotifyFailures     int16      `db:"notify_failures" pg:"int2"`
+	CRMDestination     *string    `db:"crm_destination" pg:"text"`
+	CRMPrepared        *string    `db:"crm_prepared" pg:"text"`
+	Channels           []byte     `db:"channels" pg:"jsonb"`
 	CRMNotUpdated      bool       `db:"crm_not_updated" pg:"bool"`
 	WaitingFor         *string    `db:"waiting_for" pg:"text"`
 	BookedFor          *string    `db:"booked_for" pg:"text"`
@@ -202,7 +229,8 @@ var saveSQL = `
 UPDATE leads
 SET enrichment_outcome = r.enrichment_outcome, enrichment = coalesce(r.enrichment, leads.enrichment),
     enrichment_failures = r.enrichment_failures, crm_state = r.crm_state, crm_id = r.crm_id,
-    notify_outcome = r.notify_outcome, notify_failures = r.notify_failures, crm_not_updated = r.crm_not_updated,
+    notify_outcome = r.notify_outcome, crm_not_updated = r.crm_not_updated,
+    crm_destination = r.crm_destination, crm_prepared = r.crm_prepared, channels = r.channels,
     waiting_for = r.waiting_for,
     waiting_since = CASE WHEN r.waiting_for IS NULL THEN NULL ELSE coalesce(leads.waiting_since, now()) END,
     booked_for = r.booked_for, booked_at = r.booked_at,
@@ -222,7 +250,8 @@ func saveRowOf(run *Run, p *SaveParams) saveRow {
 		LeadID: run.LeadID, Run: run.Seq, NextRun: next,
 		EnrichmentOutcome: nullIfEmpty(st.Enrichment), Enrichment: p.Enrichment,
 		EnrichmentFailures: int16(st.EnrichmentFailures), CRMState: string(st.CRM), CRMID: nullIfEmpty(st.CRMID),
-		NotifyOutcome: nullIfEmpty(st.Notification), NotifyFailures: int16(st.NotificationFailures),
+		NotifyOutcome:  nullIfEmpty(st.Notification),
+		CRMDestination: nullIfEmpty(st.CRMDestination), CRMPrepared: nullIfEmpty(st.CRMPrepared), Channels: channelsJSON(&st),
 		CRMNotUpdated: st.CRMNotUpdated, WaitingFor: nullIfEmpty(p.WaitingFor), BookedFor: nullIfEmpty(p.BookedFor),
 	}
 	if p.BookedFor != "" {
@@ -375,6 +404,48 @@ func (s *Store) checkRuns(ctx context.Context, ps []*pendingCheck) error {
 			p.err = ErrRunTaken
 		}
 		p.grouped = true
+	}
+	return nil
+}
+
+// channelRow is one notification channel's state, as leads.channels holds
+// it.
+type channelRow struct {
+	Name     string            `json:"name"`
+	State    lead.ChannelState `json:"state,omitempty"`
+	Failures int               `json:"failures,omitempty"`
+	Receipt  string            `json:"receipt,omitempty"`
+	Since    int64             `json:"since,omitempty"`
+}
+
+// channelsJSON is the lead's channels as leads.channels holds them: nil
+// (NULL) until they are chosen.
+func channelsJSON(st *lead.State) []byte {
+	if !st.ChannelsSet {
+		return nil
+	}
+	rows := []channelRow{}
+	for _, c := range st.Channels {
+		if c.Name != "" {
+			rows = append(rows, channelRow{Name: c.Name, State: c.State, Failures: c.Failures, Receipt: c.Receipt, Since: c.Since})
+		}
+	}
+	b, _ := json.Marshal(rows)
+	return b
+}
+
+// scanChannels reads leads.channels into st.
+func scanChannels(raw []byte, st *lead.State) error {
+	if raw == nil {
+		return nil
+	}
+	var rows []channelRow
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		return err
+	}
+	st.ChannelsSet = true
+	for i, r := range rows[:min(len(rows), lead.MaxChannels)] {
+		st.Channels[i] = lead.Channel{Name: r.Name, State: r.State, Failures: r.Failures, Receipt: r.Receipt, Since: r.Since}
 	}
 	return nil
 }

@@ -59,7 +59,10 @@ func TestRuns(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMUncertain, EnrichmentFailures: 1, NotificationFailures: 2}
+		want := lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMUncertain, EnrichmentFailures: 1,
+			CRMDestination: "acme-hubspot", CRMPrepared: "person_7", ChannelsSet: true}
+		want.Channels[0] = lead.Channel{Name: "sales-slack", State: lead.ChannelUncertain, Failures: 2, Receipt: "1700000000.000100", Since: 1700000000}
+		want.Channels[1] = lead.Channel{Name: "sales-mail", State: lead.ChannelSent}
 		if err := s.Save(t.Context(), &l.Run, store.SaveParams{State: want, Enrichment: json.RawMessage(`{"industry":"retail"}`), Durable: true}); err != nil {
 			t.Fatal(err)
 		}

@@ -157,7 +157,8 @@ func TestGroupRuns(t *testing.T) {
 
 		release = lockLeads(t, direct)
 		started.Store(0)
-		want := lead.State{Enrichment: lead.EnrichmentNoData, CRM: lead.CRMAccepted, CRMID: "crm_9", NotificationFailures: 1}
+		want := lead.State{Enrichment: lead.EnrichmentNoData, CRM: lead.CRMAccepted, CRMID: "crm_9", ChannelsSet: true}
+		want.Channels[0] = lead.Channel{Name: "notification", Failures: 1}
 		for _, l := range leads[1:] {
 			wg.Go(func() {
 				started.Add(1)

@@ -19,6 +19,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/leadintake/leadintake/callers"
+	"github.com/leadintake/leadintake/destination"
+	"github.com/leadintake/leadintake/destination/generic"
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/internal/admin"
 	"github.com/leadintake/leadintake/internal/service"
@@ -34,8 +36,8 @@ type config struct {
 	service.Common
 	AdminAddr          string        `envconfig:"ADMIN_ADDR" default:"127.0.0.1:8082" desc:"operators' listener: /metrics"`
 	EnrichmentURL      string        `envconfig:"ENRICHMENT_URL" desc:"enrichment endpoint (POST); required unless SIMULATE_DOWNSTREAM"`
-	CRMURL             string        `envconfig:"CRM_URL" desc:"CRM base URL (PUT/POST/GET .../leads); required unless SIMULATE_DOWNSTREAM"`
-	NotifyURL          string        `envconfig:"NOTIFY_URL" desc:"notification endpoint (POST); required unless SIMULATE_DOWNSTREAM"`
+	CRMURL             string        `envconfig:"CRM_URL" desc:"CRM base URL (PUT/POST/GET .../leads): the destination crm, of every client without its own; required while a client uses it, unless SIMULATE_DOWNSTREAM"`
+	NotifyURL          string        `envconfig:"NOTIFY_URL" desc:"notification endpoint (POST): the destination notification, of every client without its own; required while a client uses it, unless SIMULATE_DOWNSTREAM"`
 	EnrichmentToken    string        `envconfig:"ENRICHMENT_TOKEN" desc:"sent as Authorization: Bearer to the enrichment service"`
 	CRMToken           string        `envconfig:"CRM_TOKEN" desc:"sent as Authorization: Bearer to the CRM"`
 	NotifyToken        string        `envconfig:"NOTIFY_TOKEN" desc:"sent as Authorization: Bearer to the notification service"`
@@ -61,8 +63,8 @@ type config struct {
 }
 
 // limits parses the *_RATE_LIMIT variables, by downstream.
-func (c *config) limits() (map[string]store.Limit, error) {
-	out := map[string]store.Limit{}
+func (c *config) limits() (map[string]destination.Limit, error) {
+	out := map[string]destination.Limit{}
 	for _, v := range []struct{ name, downstream, value string }{
 		{"ENRICHMENT_RATE_LIMIT", store.DownstreamEnrichment, c.EnrichmentLimit},
 		{"CRM_RATE_LIMIT", store.DownstreamCRM, c.CRMLimit},
@@ -71,13 +73,45 @@ func (c *config) limits() (map[string]store.Limit, error) {
 		if v.value == "" {
 			continue
 		}
-		l, err := jobs.ParseRateLimit(v.value)
+		l, err := destination.ParseLimit(v.value)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", v.name, err)
 		}
 		out[v.downstream] = l
 	}
 	return out, nil
+}
+
+// envDestinations are the destinations the environment configures: crm
+// (CRM_URL) and notification (NOTIFY_URL), of kind http; one whose URL is
+// not set is left out.
+func (c *config) envDestinations() []*destination.Config {
+	limits, _ := c.limits() // checked by validate
+	var out []*destination.Config
+	if c.CRMURL != "" {
+		out = append(out, &destination.Config{Name: callers.DefaultCRM, Kind: generic.Kind, RateLimit: limits[store.DownstreamCRM],
+			Values: map[string]string{"url": c.CRMURL, "token": c.CRMToken, "mode": c.CRMMode}})
+	}
+	if c.NotifyURL != "" {
+		out = append(out, &destination.Config{Name: callers.DefaultNotification, Kind: generic.Kind, RateLimit: limits[store.DownstreamNotification],
+			Values: map[string]string{"url": c.NotifyURL, "token": c.NotifyToken}})
+	}
+	return out
+}
+
+// checkClients judges a set of clients against the environment: a client
+// that falls back to the environment's CRM or notification needs its URL.
+func (c *config) checkClients(set *callers.Set) error {
+	if c.SimulateDownstream {
+		return nil
+	}
+	if c.CRMURL == "" && set.UsesDefault(callers.DefaultCRM) {
+		return errors.New("CRM_URL is required: a client has no crm of its own in the clients file")
+	}
+	if c.NotifyURL == "" && set.UsesDefault(callers.DefaultNotification) {
+		return errors.New("NOTIFY_URL is required: a client has no notify of its own in the clients file")
+	}
+	return nil
 }
 
 // rescueMargin is how much longer than JOB_TIMEOUT a job must be left
@@ -106,8 +140,8 @@ func (c *config) validate() error {
 		return errors.New("ADMIN_ADDR is set but empty (unset, it takes its default, 127.0.0.1:8082)")
 	case c.CRMMode != string(lead.ModeUpsert) && c.CRMMode != string(lead.ModeCreate):
 		return fmt.Errorf("CRM_MODE: %q is not one of upsert, create", c.CRMMode)
-	case !c.SimulateDownstream && (c.EnrichmentURL == "" || c.CRMURL == "" || c.NotifyURL == ""):
-		return errors.New("ENRICHMENT_URL, CRM_URL and NOTIFY_URL are required unless SIMULATE_DOWNSTREAM=true")
+	case !c.SimulateDownstream && c.EnrichmentURL == "":
+		return errors.New("ENRICHMENT_URL is required unless SIMULATE_DOWNSTREAM=true")
 	case c.RetryMaxDelay < c.RetryBaseDelay:
 		return errors.New("RETRY_MAX_DELAY must be at least RETRY_BASE_DELAY")
 	case c.RescueStuckAfter < c.JobTimeout+rescueMargin:
@@ -123,23 +157,39 @@ func (c *config) validate() error {
 	if _, err := c.limits(); err != nil {
 		return err
 	}
+	for _, d := range c.envDestinations() {
+		if err := generic.Spec.Validate(d); err != nil {
+			return fmt.Errorf("%s: %w", map[string]string{callers.DefaultCRM: "CRM_URL", callers.DefaultNotification: "NOTIFY_URL"}[d.Name], err)
+		}
+	}
 	return c.Common.Validate()
 }
 
 const usageHeader = `Usage: worker
+       worker destinations check [--json] [NAME...]
 
 Runs the River workers (lead processing, clean-up of expired keys,
-reconciliation) until SIGTERM or SIGINT.
+reconciliation) until SIGTERM or SIGINT. "destinations check" checks the
+destinations (the environment's and the clients file's): one call each
+that changes nothing.
 
 Environment:
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		checking bool
+		check    []string
+	)
 	if len(args) > 1 {
-		if service.IsHelp(args[1]) {
+		switch {
+		case service.IsHelp(args[1]):
 			return service.Usage(stdout, usageHeader, &config{})
+		case args[1] == "destinations" && len(args) > 2 && args[2] == "check":
+			checking, check = true, args[3:]
+		default:
+			return &service.UsageError{Msg: fmt.Sprintf("unknown argument %q (try -h)", args[1])}
 		}
-		return &service.UsageError{Msg: fmt.Sprintf("unknown argument %q (try -h)", args[1])}
 	}
 	var cfg config
 	if err := service.Config(&cfg); err != nil {
@@ -148,25 +198,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	dcfg := downstream.Config{
-		EnrichmentURL: cfg.EnrichmentURL, CRMURL: cfg.CRMURL, NotifyURL: cfg.NotifyURL,
-		EnrichmentToken: cfg.EnrichmentToken, CRMToken: cfg.CRMToken, NotifyToken: cfg.NotifyToken,
-		Timeout: cfg.DownstreamTimeout,
-	}
+	dcfg := downstream.Config{EnrichmentURL: cfg.EnrichmentURL, EnrichmentToken: cfg.EnrichmentToken, Timeout: cfg.DownstreamTimeout}
 	if !cfg.SimulateDownstream {
 		if err := dcfg.Validate(); err != nil {
 			return fmt.Errorf("config: %w", err)
 		}
 	}
-	source := callers.Source{Path: cfg.ClientsFile}
+	source := callers.Source{Path: cfg.ClientsFile, Check: cfg.checkClients}
 	clients, err := source.Load()
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	return work(ctx, &cfg, dcfg, source, callers.NewHolder(clients), stdout)
+	holder := callers.NewHolder(clients)
+	dests, err := cfg.destinations(holder)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if checking {
+		return checkDestinations(ctx, dests, check, stdout, cfg.DownstreamTimeout)
+	}
+	return work(ctx, &cfg, dcfg, source, holder, dests, stdout)
 }
 
-func work(ctx context.Context, cfg *config, dcfg downstream.Config, source callers.Source, clients *callers.Holder, stdout io.Writer) error {
+// destinations builds the destinations in force: the environment's and
+// the clients file's (stand-ins for all of them under SIMULATE_DOWNSTREAM).
+func (c *config) destinations(holder *callers.Holder) (*jobs.Destinations, error) {
+	opts := jobs.DestinationsOpts{Env: c.envDestinations(), Callers: holder, Timeout: c.DownstreamTimeout}
+	if c.SimulateDownstream {
+		opts.Simulate = downstream.Simulator{}.Destination
+	}
+	return jobs.NewDestinations(opts)
+}
+
+func work(ctx context.Context, cfg *config, dcfg downstream.Config, source callers.Source, clients *callers.Holder, dests *jobs.Destinations, stdout io.Writer) error {
 	// A job holds a connection only while it reads or writes its lead, not
 	// during downstream calls, so the pool is smaller than the concurrency.
 	p, err := service.Start(ctx, &cfg.Common, stdout, service.PoolOpts{
@@ -177,32 +241,41 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 	if err != nil {
 		return err
 	}
-	p.WatchClients(source, clients)
 	dmetrics := downstream.NewMetrics(p.Registry)
-	var ds jobs.Downstream = downstream.Simulator{}
+	var enricher jobs.Enricher = downstream.Simulator{}
 	if cfg.SimulateDownstream {
 		p.Logger.Warn("SIMULATE_DOWNSTREAM is set: no downstream call is made, results are stand-ins")
 	} else {
-		dcfg.Metrics = dmetrics
 		client, err := downstream.NewClient(dcfg)
 		if err != nil {
 			return p.Abort(err)
 		}
-		ds = client
+		enricher = client
 	}
 	metrics := jobs.NewMetrics(p.Registry)
 	limits, _ := cfg.limits() // checked at start
 	st := store.New(p.Pool)
+	if err := dests.Refresh(p.Context(), st); err != nil {
+		return p.Abort(err)
+	}
+	p.WatchClients(source, clients, func() {
+		ctx, cancel := context.WithTimeout(p.Context(), 10*time.Second)
+		defer cancel()
+		if err := dests.Refresh(ctx, st); err != nil {
+			p.Logger.Error("destinations: could not record the new ones' state", slog.String("error", err.Error()))
+		}
+	})
 	// The saves and finishes of concurrent leads go together.
 	if err := st.GroupRuns(store.GroupOpts{}); err != nil {
 		return p.Abort(err)
 	}
 	jobsCfg := jobs.Config{
-		Store: st, Downstream: ds, CRMMode: lead.Mode(cfg.CRMMode),
+		Store: st, Enrichment: enricher, Destinations: dests, Calls: dmetrics,
 		KeyRetention: cfg.KeyRetention, LeadRetention: cfg.LeadRetention,
 		Logger: p.Logger, Metrics: metrics, AwaitRecheck: cfg.ReconcileInterval,
 		Callers: clients, Callbacks: downstream.NewCallbacks(cfg.DownstreamTimeout, dmetrics), CallbackMaxAge: cfg.CallbackMaxAge,
-		Outages: jobs.Outages{ProbeInterval: cfg.ProbeInterval, DeliveryMaxAge: cfg.DeliveryMaxAge, Limits: limits},
+		Outages: jobs.Outages{ProbeInterval: cfg.ProbeInterval, DeliveryMaxAge: cfg.DeliveryMaxAge,
+			Limits: enrichmentLimit(limits)},
 		HashKey: lead.HashKey(cfg.PIIHashKey), // checked by validate
 	}
 	p.Registry.MustRegister(jobs.NewPendingCallbacksCollector(jobsCfg.Store), jobs.NewDownstreamsCollector(jobsCfg.Store))
@@ -276,9 +349,19 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 		return nil
 	})
 	p.Logger.Info("worker started", slog.String("admin_addr", adminAddr.String()),
-		slog.String("crm_mode", cfg.CRMMode), slog.Int("concurrency", cfg.WorkerConcurrency),
+		slog.Int("destinations", len(dests.Configs())), slog.Int("concurrency", cfg.WorkerConcurrency),
 		slog.Bool("simulate_downstream", cfg.SimulateDownstream))
 	err = p.Wait()
 	p.Logger.Info("worker stopped")
 	return err
+}
+
+// enrichmentLimit is ENRICHMENT_RATE_LIMIT as the worker's gate takes it
+// (the destinations carry their own).
+func enrichmentLimit(limits map[string]destination.Limit) map[string]store.Limit {
+	out := map[string]store.Limit{}
+	if l, ok := limits[store.DownstreamEnrichment]; ok {
+		out[store.DownstreamEnrichment] = store.Limit{N: l.N, Per: l.Per}
+	}
+	return out
 }

@@ -310,27 +310,8 @@ func Drive(ctx context.Context, t *testing.T, crm destination.CRM, r *destinatio
 	return s
 }
 
-// FailureOf is how the lead's life sees err, as the worker classifies it
-// (without the shared state that turns some failures into holds).
-func FailureOf(err error) *lead.Failure {
-	if err == nil {
-		return nil
-	}
-	e, ok := destination.AsError(err)
-	if !ok {
-		return &lead.Failure{Transient: true, Uncertain: true}
-	}
-	switch e.Class {
-	case destination.Rejected:
-		return &lead.Failure{}
-	case destination.Conflict:
-		return &lead.Failure{Transient: true, Uncertain: true, Conflict: true}
-	case destination.Unauthorized:
-		return &lead.Failure{Transient: true, Unauthorized: true, RetryAfter: e.RetryAfter}
-	default:
-		return &lead.Failure{Transient: true, Uncertain: e.Uncertain, RetryAfter: e.RetryAfter}
-	}
-}
+// FailureOf is how the lead's life sees err (destination.FailureOf).
+func FailureOf(err error) *lead.Failure { return destination.FailureOf(err) }
 
 func requireAccepted(t *testing.T, s lead.State) {
 	t.Helper()

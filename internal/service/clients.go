@@ -13,7 +13,9 @@ import (
 // secrets), and the file is read again on each SIGHUP, a refused file
 // leaving the clients in force. Without a clients file it does nothing:
 // SIGHUP is logged and ignored.
-func (p *Process) WatchClients(source callers.Source, clients *callers.Holder) {
+//
+// after, when given, run after each new file is in force.
+func (p *Process) WatchClients(source callers.Source, clients *callers.Holder, after ...func()) {
 	if source.Path == "" {
 		return
 	}
@@ -25,6 +27,9 @@ func (p *Process) WatchClients(source callers.Source, clients *callers.Holder) {
 			return
 		}
 		p.Logger.Info("clients file read again", slog.Int("clients", clients.Set().Len()))
+		for _, fn := range after {
+			fn()
+		}
 	})
 }
 
