@@ -64,7 +64,7 @@ type Lead struct {
 	// ChainReceipts are the receipts of the messages of the lead this one
 	// amends, by channel: an amendment updates them where its channel can.
 	ChainReceipts map[string]string
-	erased      bool
+	erased        bool
 }
 
 // Erased reports whether the lead's personal data was erased: Lead and
