@@ -7,12 +7,14 @@ import (
 	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/destination/generic"
 	"github.com/leadintake/leadintake/destination/hubspot"
+	"github.com/leadintake/leadintake/destination/pipedrive"
 )
 
 // All is every kind, by name.
 var All = []*destination.Spec{
 	&generic.Spec,
 	&hubspot.Spec,
+	&pipedrive.Spec,
 }
 
 // Lookup returns the kind named kind.
