@@ -129,7 +129,8 @@ func (o *Operator) Show(ctx context.Context, clientID, key string) (*KeyReport, 
 	}
 	for _, c := range calls {
 		r.Calls = append(r.Calls, CallReport{
-			Step: c.Step, Attempt: c.Attempt, StartedAt: c.StartedAt.UTC(), DurationMS: c.Duration.Milliseconds(), Outcome: c.Outcome,
+			Step: c.Step, Destination: c.Destination, Kind: c.Kind,
+			Attempt: c.Attempt, StartedAt: c.StartedAt.UTC(), DurationMS: c.Duration.Milliseconds(), Outcome: c.Outcome,
 		})
 	}
 	if d.JobID != nil {
@@ -163,11 +164,14 @@ type KeyReport struct {
 // CallReport is one downstream call of a lead, as `api keys show` reports
 // it.
 type CallReport struct {
-	Step       string    `json:"step"`
-	Attempt    int       `json:"attempt"`
-	StartedAt  time.Time `json:"started_at"`
-	DurationMS int64     `json:"duration_ms"`
-	Outcome    string    `json:"outcome"`
+	Step string `json:"step"`
+	// Destination is the name of the destination called, Kind its kind.
+	Destination string    `json:"destination"`
+	Kind        string    `json:"kind"`
+	Attempt     int       `json:"attempt"`
+	StartedAt   time.Time `json:"started_at"`
+	DurationMS  int64     `json:"duration_ms"`
+	Outcome     string    `json:"outcome"`
 }
 
 // ErrBadRedrive is returned by Redrive for a selection that is not one: it

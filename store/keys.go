@@ -73,33 +73,48 @@ type KeyDetail struct {
 	CRM            lead.CRM          `json:"crm"`
 	CRMID          string            `json:"crm_id"`
 	Notification   lead.Notification `json:"notification"`
-	Run            int32             `json:"run"`
-	JobID          *int64            `json:"job_id"`
-	ErasedAt       *time.Time        `json:"erased_at"`
-	// WaitingFor is the downstream the lead waits for (crm, notification),
-	// nil when it does not wait.
+	// CRMDestination is the lead's CRM destination, empty until its
+	// first CRM step.
+	CRMDestination string `json:"crm_destination"`
+	// Channels are the lead's notification channels and their states,
+	// empty until they are chosen.
+	Channels []ChannelDetail `json:"channels"`
+	Run      int32           `json:"run"`
+	JobID    *int64          `json:"job_id"`
+	ErasedAt *time.Time      `json:"erased_at"`
+	// WaitingFor is the destination the lead waits for, nil when it does
+	// not wait.
 	WaitingFor *string `json:"waiting_for"`
+}
+
+// ChannelDetail is one notification channel of a lead, as `api keys show`
+// reports it.
+type ChannelDetail struct {
+	Name     string            `json:"name"`
+	State    lead.ChannelState `json:"state"`
+	Failures int               `json:"failures"`
 }
 
 // ShowKey returns the client's key with its lead; ErrNotFound when there is
 // none (or it expired).
 func (s *Store) ShowKey(ctx context.Context, clientID, key string) (*KeyDetail, error) {
 	var (
-		d      KeyDetail
-		status *int16
+		d        KeyDetail
+		status   *int16
+		channels []byte
 	)
 	err := s.db.QueryRow(ctx, `
 SELECT k.client_id, k.key, k.state, k.lead_id, k.created_at, k.updated_at, k.expires_at,
        k.finished_at, k.response_status, k.failure_code, k.supersedes, k.superseded_by,
        l.external_ref, coalesce(l.enrichment_outcome, ''), l.crm_state, coalesce(l.crm_id, ''),
-       coalesce(l.notify_outcome, ''), l.run, l.job_id, l.erased_at,
-       CASE WHEN k.state = 'processing' AND l.waiting_for IN ('crm', 'notification') THEN l.waiting_for END
+       coalesce(l.notify_outcome, ''), coalesce(l.crm_destination, ''), l.channels, l.run, l.job_id, l.erased_at,
+       CASE WHEN k.state = 'processing' AND l.waiting_for <> 'enrichment' THEN l.waiting_for END
 FROM idempotency_keys k
 JOIN leads l ON l.id = k.lead_id
 WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`,
 		clientID, key).Scan(&d.ClientID, &d.Key, &d.State, &d.LeadID, &d.CreatedAt, &d.UpdatedAt, &d.ExpiresAt,
 		&d.FinishedAt, &status, &d.FailureCode, &d.Supersedes, &d.SupersededBy,
-		&d.ExternalRef, &d.Enrichment, &d.CRM, &d.CRMID, &d.Notification, &d.Run, &d.JobID, &d.ErasedAt, &d.WaitingFor)
+		&d.ExternalRef, &d.Enrichment, &d.CRM, &d.CRMID, &d.Notification, &d.CRMDestination, &channels, &d.Run, &d.JobID, &d.ErasedAt, &d.WaitingFor)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -109,6 +124,16 @@ WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at 
 	if status != nil {
 		st := int(*status)
 		d.ResponseStatus = &st
+	}
+	var st lead.State
+	if err := scanChannels(channels, &st); err != nil {
+		return nil, fmt.Errorf("show key: channels: %w", err)
+	}
+	d.Channels = []ChannelDetail{}
+	for _, c := range st.Channels {
+		if c.Name != "" {
+			d.Channels = append(d.Channels, ChannelDetail{Name: c.Name, State: c.State, Failures: c.Failures})
+		}
 	}
 	return &d, nil
 }

@@ -298,7 +298,11 @@ func printReport(w io.Writer, r *operator.KeyReport) error {
 	}
 	line("enrichment", cmp.Or(string(r.Enrichment), "pending"))
 	line("crm", strings.TrimSpace(string(r.CRM)+" "+r.CRMID))
+	line("crm destination", cmp.Or(r.CRMDestination, "-"))
 	line("notification", cmp.Or(string(r.Notification), "pending"))
+	for _, c := range r.Channels {
+		line("  "+c.Name, cmp.Or(string(c.State), "pending"))
+	}
 	line("supersedes", opt(r.Supersedes))
 	line("superseded by", opt(r.SupersededBy))
 	line("erased", when(r.ErasedAt))
@@ -317,9 +321,9 @@ func printReport(w io.Writer, r *operator.KeyReport) error {
 	}
 	fmt.Fprintln(w, "\ncalls")
 	tw = tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STEP\tATTEMPT\tSTARTED\tDURATION\tOUTCOME")
+	fmt.Fprintln(tw, "STEP\tDESTINATION\tKIND\tATTEMPT\tSTARTED\tDURATION\tOUTCOME")
 	for _, c := range r.Calls {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%dms\t%s\n", c.Step, c.Attempt, c.StartedAt.Format(time.RFC3339Nano), c.DurationMS, c.Outcome)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%dms\t%s\n", c.Step, c.Destination, c.Kind, c.Attempt, c.StartedAt.Format(time.RFC3339Nano), c.DurationMS, c.Outcome)
 	}
 	return tw.Flush()
 }
