@@ -8,6 +8,7 @@ import (
 	"github.com/leadintake/leadintake/destination/generic"
 	"github.com/leadintake/leadintake/destination/hubspot"
 	"github.com/leadintake/leadintake/destination/pipedrive"
+	"github.com/leadintake/leadintake/destination/salesforce"
 )
 
 // All is every kind, by name.
@@ -15,6 +16,7 @@ var All = []*destination.Spec{
 	&generic.Spec,
 	&hubspot.Spec,
 	&pipedrive.Spec,
+	&salesforce.Spec,
 }
 
 // Lookup returns the kind named kind.
