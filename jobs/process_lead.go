@@ -408,8 +408,15 @@ func (r *leadRun) call(ctx context.Context, s lead.State, act lead.Action) (*lea
 	l := r.lead
 	res := &lead.Result{Action: act}
 	name, step, kind := r.destinationOf(s, act.Kind, act.Channel)
-	observed := 0
+	var (
+		mu       sync.Mutex
+		observed int
+	)
+	// A kind may report a call from a goroutine of its own (a token
+	// fetched for several leads at once).
 	ctx = destination.WithObserver(ctx, func(o destination.Observation) {
+		mu.Lock()
+		defer mu.Unlock()
 		observed++
 		r.calls = append(r.calls, store.Call{
 			LeadID: l.ID, Step: o.Step, Destination: name, Kind: kind, Attempt: r.job.Attempt,
@@ -418,6 +425,8 @@ func (r *leadRun) call(ctx context.Context, s lead.State, act lead.Action) (*lea
 	})
 	start := time.Now()
 	err := r.dispatch(ctx, s, act, res)
+	mu.Lock()
+	defer mu.Unlock()
 	if observed == 0 {
 		// No request went out (a destination not configured, a stand-in
 		// that makes none): the call is logged as its result.
