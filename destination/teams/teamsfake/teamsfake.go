@@ -342,7 +342,7 @@ func RejectFault() standin.Fault {
 		Body: ErrorBody("TriggerInputSchemaMismatch", "The input body for trigger 'manual' of type 'Request' did not match its schema definition.")}
 }
 
-// answer is an error answer, or the trigger's 202.
+// answerError is an error answer in Logic Apps' shape.
 func answerError(status int, code, message string) standin.Answer {
 	a := standin.Answer{Status: status, Header: http.Header{"Content-Type": {"application/json; charset=utf-8"}}}
 	a.Body = []byte(ErrorBody(code, message))
