@@ -9,6 +9,7 @@ import (
 	"github.com/leadintake/leadintake/destination/hubspot"
 	"github.com/leadintake/leadintake/destination/pipedrive"
 	"github.com/leadintake/leadintake/destination/salesforce"
+	"github.com/leadintake/leadintake/destination/teams"
 )
 
 // All is every kind, by name.
@@ -17,6 +18,7 @@ var All = []*destination.Spec{
 	&hubspot.Spec,
 	&pipedrive.Spec,
 	&salesforce.Spec,
+	&teams.Spec,
 }
 
 // Lookup returns the kind named kind.
