@@ -243,7 +243,7 @@ func (q *queues) Collect(ch chan<- prometheus.Metric) {
 // wait for it.
 type downstreams struct {
 	store                *store.Store
-	up, waiting, waitAge *prometheus.Desc
+	up, unauthorized, waiting, waitAge *prometheus.Desc
 
 	mu     sync.Mutex
 	readAt time.Time
@@ -260,6 +260,8 @@ func NewDownstreamsCollector(st *store.Store) prometheus.Collector {
 			"1 while the downstream answers, 0 while it is down: its calls fail for every lead that tries it (database-wide).", []string{"downstream"}, nil),
 		waiting: prometheus.NewDesc("leadintake_leads_waiting",
 			"Leads waiting for the downstream, down, holding calls or out of rate limit, without spending attempts (database-wide).", []string{"downstream"}, nil),
+		unauthorized: prometheus.NewDesc("leadintake_downstream_unauthorized",
+			"1 while the destination refuses its credentials (a revoked token, a deleted webhook): its leads wait until a call is accepted again, after the clients file is corrected (database-wide).", []string{"downstream"}, nil),
 		waitAge: prometheus.NewDesc("leadintake_leads_waiting_oldest_seconds",
 			"How long the lead that has waited longest for the downstream has waited (database-wide); 0 when none waits.", []string{"downstream"}, nil),
 	}
@@ -267,6 +269,7 @@ func NewDownstreamsCollector(st *store.Store) prometheus.Collector {
 
 func (d *downstreams) Describe(ch chan<- *prometheus.Desc) {
 	ch <- d.up
+	ch <- d.unauthorized
 	ch <- d.waiting
 	ch <- d.waitAge
 }
@@ -288,6 +291,11 @@ func (d *downstreams) Collect(ch chan<- prometheus.Metric) {
 			up = 1
 		}
 		ch <- prometheus.MustNewConstMetric(d.up, prometheus.GaugeValue, up, s.Name)
+		unauthorized := 0.0
+		if s.Unauthorized {
+			unauthorized = 1
+		}
+		ch <- prometheus.MustNewConstMetric(d.unauthorized, prometheus.GaugeValue, unauthorized, s.Name)
 		ch <- prometheus.MustNewConstMetric(d.waiting, prometheus.GaugeValue, float64(s.Waiting), s.Name)
 		ch <- prometheus.MustNewConstMetric(d.waitAge, prometheus.GaugeValue, s.OldestWaiting.Seconds(), s.Name)
 	}
