@@ -3,7 +3,6 @@ package downstream_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/lead"
@@ -22,14 +22,10 @@ import (
 // takes on a healthy machine.
 const patience = 30 * time.Second
 
-// Tokens the test clients send.
-const (
-	enrichmentToken = "enrichment-token"
-	crmToken        = "crm-token"
-	notifyToken     = "notify-token"
-)
+// enrichmentToken is the token the test clients send.
+const enrichmentToken = "enrichment-token"
 
-// testBundle is one Client whose three services are served by one test
+// testBundle is one Client whose enrichment service is served by a test
 // server, over real HTTP.
 type testBundle struct {
 	client *downstream.Client
@@ -42,17 +38,12 @@ type testBundle struct {
 type setupOpts struct {
 	// Timeout is the client's per-call timeout; default patience.
 	Timeout time.Duration
-	// NoTokens leaves the client's tokens unset.
+	// NoTokens leaves the client's token unset.
 	NoTokens bool
-	// Metrics, when set, receives the client's metrics.
-	Metrics *downstream.Metrics
-	// ConnContext, when set, is the server's http.Server.ConnContext.
-	ConnContext func(context.Context, net.Conn) context.Context
 }
 
 // setup serves h (HTTP/1.1, kept-alive connections) and returns a Client
-// pointed at it: ENRICHMENT_URL /enrichment, CRM_URL /crm, NOTIFY_URL
-// /notify.
+// pointed at it: ENRICHMENT_URL /enrichment.
 func setup(t *testing.T, h http.Handler, opts *setupOpts) *testBundle {
 	t.Helper()
 	if opts == nil {
@@ -65,22 +56,15 @@ func setup(t *testing.T, h http.Handler, opts *setupOpts) *testBundle {
 			b.conns.Add(1)
 		}
 	}
-	b.server.Config.ConnContext = opts.ConnContext
 	b.server.Start()
 	t.Cleanup(b.server.Close)
 
-	cfg := downstream.Config{
-		EnrichmentURL: b.server.URL + "/enrichment",
-		CRMURL:        b.server.URL + "/crm",
-		NotifyURL:     b.server.URL + "/notify",
-		Timeout:       patience,
-		Metrics:       opts.Metrics,
-	}
+	cfg := downstream.Config{EnrichmentURL: b.server.URL + "/enrichment", Timeout: patience}
 	if opts.Timeout > 0 {
 		cfg.Timeout = opts.Timeout
 	}
 	if !opts.NoTokens {
-		cfg.EnrichmentToken, cfg.CRMToken, cfg.NotifyToken = enrichmentToken, crmToken, notifyToken
+		cfg.EnrichmentToken = enrichmentToken
 	}
 	client, err := downstream.NewClient(cfg)
 	if err != nil {
@@ -112,10 +96,16 @@ const (
 	leadRef   = "li_test-reference_0123456789"
 )
 
-func crmLead() *downstream.CRMLead {
-	return &downstream.CRMLead{
+// enrichmentRequest is what every test asks the enrichment service.
+func enrichmentRequest() *downstream.EnrichmentRequest {
+	return &downstream.EnrichmentRequest{LeadID: "l1", Email: leadEmail, Company: "Analytical Engines"}
+}
+
+// record is the lead as a destination is given it (the Simulator's tests).
+func record() *destination.Record {
+	return &destination.Record{
 		ExternalRef: leadRef, LeadID: "0190d6a4-0000-7000-8000-000000000001",
-		Lead: lead.Lead{
+		Lead: &lead.Lead{
 			Email: leadEmail, Source: "referral", Name: leadName, Company: "Analytical Engines",
 			Phone: "+44 20 7946 0000",
 		},
@@ -123,66 +113,35 @@ func crmLead() *downstream.CRMLead {
 	}
 }
 
-// call is one of the Client's calls, reduced to its error (and, for the
-// calls that have one, whether something was found).
-type call struct {
-	name string
-	// do makes the call. found is false when the service answered that it
-	// has nothing (enrichment without data, a look-up's 404).
-	do func(ctx context.Context, c *downstream.Client) (found bool, err error)
-}
-
-var (
-	callEnrich = call{"Enrich", func(ctx context.Context, c *downstream.Client) (bool, error) {
-		e, err := c.Enrich(ctx, &downstream.EnrichmentRequest{LeadID: "l1", Email: leadEmail, Company: "Analytical Engines"})
-		return e != nil, err
-	}}
-	callUpsert = call{"UpsertLead", func(ctx context.Context, c *downstream.Client) (bool, error) {
-		id, err := c.UpsertLead(ctx, crmLead())
-		return id != "", err
-	}}
-	callCreate = call{"CreateLead", func(ctx context.Context, c *downstream.Client) (bool, error) {
-		id, err := c.CreateLead(ctx, crmLead())
-		return id != "", err
-	}}
-	callLookup = call{"LookupLead", func(ctx context.Context, c *downstream.Client) (bool, error) {
-		id, found, err := c.LookupLead(ctx, leadRef)
-		if found && id == "" {
-			return false, errors.New("found without an id")
-		}
-		return found, err
-	}}
-	callNotify = call{"Notify", func(ctx context.Context, c *downstream.Client) (bool, error) {
-		err := c.Notify(ctx, &downstream.Notification{
-			LeadID: "l1", ExternalRef: leadRef, Score: 85, Tier: "hot", Email: leadEmail, Name: leadName,
-		})
-		return err == nil, err
-	}}
-	allCalls = []call{callEnrich, callUpsert, callCreate, callLookup, callNotify}
-)
-
-// run makes c against b's server with a bounded context.
-func (b *testBundle) run(t *testing.T, c call) (bool, error) {
+// enrich asks b's server with a bounded context; found is false when the
+// service has no data.
+func (b *testBundle) enrich(t *testing.T) (found bool, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
-	return c.do(ctx, b.client)
+	e, err := b.client.Enrich(ctx, enrichmentRequest())
+	if err == nil && e == nil {
+		return false, nil
+	}
+	if err != nil && e != nil {
+		t.Errorf("Enrich returned %+v with the error %v", e, err)
+	}
+	return e != nil, err
 }
 
-// requireError returns err as a *downstream.Error with the given
-// classification, failing the test otherwise.
-func requireError(t *testing.T, err error, transient, uncertain bool) *downstream.Error {
+// requireError returns err as a *destination.Error of class with the given
+// certainty, failing the test otherwise.
+func requireError(t *testing.T, err error, class destination.Class, uncertain bool) *destination.Error {
 	t.Helper()
-	de, ok := downstream.AsError(err)
+	de, ok := destination.AsError(err)
 	if !ok {
-		t.Fatalf("error %v (%T), want a *downstream.Error", err, err)
+		t.Fatalf("error %v (%T), want a *destination.Error", err, err)
 	}
-	if de.Transient != transient || de.Uncertain != uncertain {
-		t.Fatalf("error %q: transient %t, uncertain %t; want transient %t, uncertain %t",
-			de, de.Transient, de.Uncertain, transient, uncertain)
+	if de.Class != class || de.Uncertain != uncertain {
+		t.Fatalf("error %q: %s, uncertain %t; want %s, uncertain %t", de, de.Class, de.Uncertain, class, uncertain)
 	}
-	if downstream.IsTransient(err) != transient {
-		t.Fatalf("IsTransient(%q) = %t, want %t", err, !transient, transient)
+	if de.Op != downstream.TargetEnrichment {
+		t.Errorf("error %q: op %q, want %q", de, de.Op, downstream.TargetEnrichment)
 	}
 	return de
 }
@@ -194,8 +153,7 @@ type recorded struct {
 	Body                map[string]any
 }
 
-// recorder records requests and answers them with a success fit for any
-// call.
+// recorder records requests and answers them with enrichment data.
 type recorder struct {
 	mu   sync.Mutex
 	reqs []recorded
@@ -210,11 +168,7 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.mu.Lock()
 	rec.reqs = append(rec.reqs, recorded{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), body})
 	rec.mu.Unlock()
-	status := http.StatusOK
-	if r.Method == http.MethodPost && r.URL.Path == "/crm/leads" {
-		status = http.StatusCreated
-	}
-	answer(status, `{"id":"crm_000001","company_size":35,"industry":"software"}`)(w, r)
+	answer(http.StatusOK, `{"company_size":35,"industry":"software"}`)(w, r)
 }
 
 func (rec *recorder) last(t *testing.T) recorded {

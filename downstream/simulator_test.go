@@ -5,9 +5,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/downstream"
 )
+
+// The Simulator stands in for every destination.
+var _ destination.CRM = downstream.Simulator{}
 
 func TestSimulator(t *testing.T) {
 	t.Parallel()
@@ -44,37 +49,57 @@ func TestSimulator(t *testing.T) {
 
 	t.Run("CRMIsDeterministic", func(t *testing.T) {
 		t.Parallel()
-		lead := crmLead()
-		upserted, err := sim.UpsertLead(ctx, lead)
-		if err != nil || upserted == "" {
-			t.Fatalf("UpsertLead = %q, %v", upserted, err)
+		crm, _ := sim.Destination(&destination.Config{Name: "crm", Kind: "http"})
+		if c := crm.Capabilities(); !c.Upsert || !c.ConsistentLookup {
+			t.Errorf("Capabilities = %+v, want an upsert with a consistent look-up", c)
 		}
-		created, err := sim.CreateLead(ctx, lead)
-		if err != nil || created != upserted {
-			t.Errorf("CreateLead = %q, %v; want %q", created, err, upserted)
+		r := record()
+		written, err := crm.Write(ctx, r)
+		if err != nil || written == "" {
+			t.Fatalf("Write = %q, %v", written, err)
 		}
-		found, ok, err := sim.LookupLead(ctx, lead.ExternalRef)
-		if err != nil || !ok || found != upserted {
-			t.Errorf("LookupLead = %q, %t, %v; want %q, true", found, ok, err, upserted)
+		found, ok, err := crm.Lookup(ctx, r)
+		if err != nil || !ok || found != written {
+			t.Errorf("Lookup = %q, %t, %v; want %q, true", found, ok, err, written)
 		}
-		again, _ := sim.UpsertLead(ctx, crmLead())
-		if again != upserted {
-			t.Errorf("UpsertLead again = %q, want %q", again, upserted)
+		again, _ := crm.Write(ctx, record())
+		if again != written {
+			t.Errorf("Write again = %q, want %q", again, written)
 		}
-		other := crmLead()
+		// An amendment is written under its chain's reference: the same
+		// record.
+		amendment := record()
+		amendment.Amendment, amendment.Amends = 1, "l0"
+		if id, _ := crm.Write(ctx, amendment); id != written {
+			t.Errorf("Write of an amendment = %q, want %q", id, written)
+		}
+		if id, err := crm.Update(ctx, written, record()); err != nil || id != written {
+			t.Errorf("Update = %q, %v; want %q", id, err, written)
+		}
+		if p, err := crm.Prepare(ctx, r); p != "" || err != nil {
+			t.Errorf("Prepare = %q, %v; want nothing", p, err)
+		}
+		other := record()
 		other.ExternalRef = "li_another-reference_987654"
-		if id, _ := sim.UpsertLead(ctx, other); id == upserted {
+		if id, _ := crm.Write(ctx, other); id == written {
 			t.Errorf("two references share the id %q", id)
 		}
-		if strings.Contains(upserted, leadEmail) {
-			t.Errorf("id %q holds the email", upserted)
+		if strings.Contains(written, leadEmail) {
+			t.Errorf("id %q holds the email", written)
 		}
 	})
 
 	t.Run("NotifySucceeds", func(t *testing.T) {
 		t.Parallel()
-		if err := sim.Notify(ctx, &downstream.Notification{LeadID: "l1", ExternalRef: leadRef}); err != nil {
-			t.Errorf("Notify: %v", err)
+		_, ch := sim.Destination(&destination.Config{Name: "notification", Kind: "http"})
+		if c := ch.Capabilities(); !c.Dedupes {
+			t.Errorf("Capabilities = %+v, want a channel that dedupes", c)
+		}
+		if _, err := ch.Send(ctx, record(), ""); err != nil {
+			t.Errorf("Send: %v", err)
+		}
+		if _, found, err := ch.Find(ctx, record(), time.Now()); err != nil || !found {
+			t.Errorf("Find = %t, %v; want found", found, err)
 		}
 	})
 }
