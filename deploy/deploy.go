@@ -153,12 +153,15 @@ func Queries() ([]Query, error) {
 	return qs, nil
 }
 
-// grafanaVars are the values given to Grafana's built-in variables before
-// an expression is parsed: any duration does.
+// grafanaVars are the values given to Grafana's built-in variables (any
+// duration does) and to the dashboard's own (downstream: a destination's
+// name, for the row repeated per destination) before an expression is
+// parsed.
 var grafanaVars = map[string]string{
 	"__rate_interval": "5m",
 	"__interval":      "1m",
 	"__range":         "1h",
+	"downstream":      "crm",
 }
 
 var grafanaVar = regexp.MustCompile(`\$(\w+)|\$\{(\w+)\}`)
