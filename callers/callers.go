@@ -41,6 +41,10 @@ type Client struct {
 	// Notify are the channels its leads are announced on; nil for the
 	// environment's (DefaultNotification), empty for none.
 	Notify []string
+	// Owners are its sales people, and Assign the rules that choose a
+	// lead's owner among them.
+	Owners []Owner
+	Assign []Rule
 }
 
 // PublishableKey is a key a web page authenticates with, and the origins

@@ -18,7 +18,7 @@ import (
 // The members a clients file knows, per level.
 var (
 	topMembers         = map[string]bool{"clients": true, "destinations": true}
-	clientMembers      = map[string]bool{"id": true, "tokens_sha256": true, "publishable_keys": true, "callback": true, "webhook_secret": true, "crm": true, "notify": true}
+	clientMembers      = map[string]bool{"id": true, "tokens_sha256": true, "publishable_keys": true, "callback": true, "webhook_secret": true, "crm": true, "notify": true, "owners": true, "assign": true}
 	publishableMembers = map[string]bool{"key": true, "origins": true, "spam": true}
 	callbackMembers    = map[string]bool{"url": true, "secret": true}
 	spamMembers        = map[string]bool{"min_seconds": true, "captcha": true, "action": true}
@@ -204,6 +204,9 @@ func parseClient(n *yaml.Node, position int) (*Client, error) {
 	}
 
 	if err := parseClientDestinations(n, c, where); err != nil {
+		return nil, err
+	}
+	if err := parseOwners(n, c, where); err != nil {
 		return nil, err
 	}
 

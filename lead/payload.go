@@ -230,7 +230,7 @@ var fieldRules = map[string]func(v *validator, raw jsontext.Value, lead *Lead){
 		}
 		lead.Fields = make(map[string]string, len(fields))
 		for _, name := range slices.Sorted(maps.Keys(fields)) {
-			if !isFieldName(name) {
+			if !IsFieldName(name) {
 				v.add("fields."+name, "the name must be 1 to "+strconv.Itoa(maxFieldName)+" characters of a-z 0-9 _")
 				continue
 			}
@@ -390,9 +390,9 @@ func (v *validator) str(field string, raw jsontext.Value, min, max int) (string,
 	return s, true
 }
 
-// isFieldName reports whether name may name one of a form's own questions:
+// IsFieldName reports whether name may name one of a form's own questions:
 // 1..64 of a-z 0-9 _, a name any CRM and any template can hold as it is.
-func isFieldName(name string) bool {
+func IsFieldName(name string) bool {
 	if name == "" || len(name) > maxFieldName {
 		return false
 	}
