@@ -6,11 +6,13 @@ package kinds
 import (
 	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/destination/generic"
+	"github.com/leadintake/leadintake/destination/slack"
 )
 
 // All is every kind, by name.
 var All = []*destination.Spec{
 	&generic.Spec,
+	&slack.Spec,
 }
 
 // Lookup returns the kind named kind.
