@@ -640,7 +640,6 @@ func TestFindRequest(t *testing.T) {
 	ctx := context.Background()
 	f, base, rec := recorded(t, nil)
 	ch := build(t, botConfig(base))
-	hook := build(t, hookConfig(base))
 	r := record()
 	since := time.Now()
 	rc, err := ch.Send(ctx, r, "")
@@ -654,13 +653,7 @@ func TestFindRequest(t *testing.T) {
 	if _, err := ch.Send(ctx, other, ""); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 450 {
-		o := record()
-		o.ExternalRef = fmt.Sprintf("li_other%03d", i)
-		if _, err := hook.Send(ctx, o, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flood(t, base, 450)
 	got, found, err := ch.Find(ctx, r, since)
 	if err != nil || !found || got != rc {
 		t.Fatalf("found %v (%q, want %q), error %v", found, got, rc, err)
@@ -701,18 +694,27 @@ func TestFindGivesUpOnAHistoryTooLongToTell(t *testing.T) {
 	ctx := context.Background()
 	_, base := serve(t, nil)
 	ch := build(t, botConfig(base))
-	hook := build(t, hookConfig(base))
 	defer slack.SetHistoryPages(2)()
 	since := time.Now()
-	for i := range 401 {
-		o := record()
-		o.ExternalRef = fmt.Sprintf("li_other%04d", i)
-		if _, err := hook.Send(ctx, o, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flood(t, base, 401)
 	_, found, err := ch.Find(ctx, record(), since)
 	if e := asError(t, err); found || e.Class != destination.Transient {
 		t.Errorf("found %v, error %v: want a transient error, never \"not found\"", found, err)
+	}
+}
+
+// flood posts n messages of others to the channel, through its webhook.
+func flood(t *testing.T, base string, n int) {
+	t.Helper()
+	for i := range n {
+		resp, err := http.Post(base+slackfake.DefaultWebhook, "application/json", strings.NewReader(fmt.Sprintf(`{"text":"lead %d"}`, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("webhook: %d", resp.StatusCode)
+		}
 	}
 }

@@ -5,7 +5,8 @@
 //	SLACK_SCREENSHOT=$PWD/docs/destinations/slack.png go test ./destination/slack/internal/screenshot
 //
 // Without SLACK_SCREENSHOT the test is skipped: make test does not redo
-// the picture.
+// the picture. The emoji and the font are Debian's fonts-noto-color-emoji
+// and fonts-lato; without them Chromium draws the emoji as boxes.
 package screenshot
 
 import (
