@@ -9,6 +9,7 @@ import (
 	"github.com/leadintake/leadintake/destination/hubspot"
 	"github.com/leadintake/leadintake/destination/pipedrive"
 	"github.com/leadintake/leadintake/destination/salesforce"
+	"github.com/leadintake/leadintake/destination/slack"
 	"github.com/leadintake/leadintake/destination/teams"
 )
 
@@ -19,6 +20,7 @@ var All = []*destination.Spec{
 	&pipedrive.Spec,
 	&salesforce.Spec,
 	&teams.Spec,
+	&slack.Spec,
 }
 
 // Lookup returns the kind named kind.
