@@ -5,12 +5,14 @@ package kinds
 
 import (
 	"github.com/leadintake/leadintake/destination"
+	"github.com/leadintake/leadintake/destination/email"
 	"github.com/leadintake/leadintake/destination/generic"
 )
 
 // All is every kind, by name.
 var All = []*destination.Spec{
 	&generic.Spec,
+	&email.Spec,
 }
 
 // Lookup returns the kind named kind.
