@@ -81,13 +81,11 @@ type Server struct {
 	http  *http.Client
 }
 
-// Binary finds the mailpit executable: $MAILPIT, mailpit on PATH, or bin/mailpit
-// of the module this runs in (where scripts/mailpit.sh puts it).
+// Binary finds the mailpit executable: $MAILPIT, else bin/mailpit of the
+// module this runs in (where scripts/mailpit.sh puts the pinned version),
+// else mailpit on PATH.
 func Binary() (string, error) {
 	if p := os.Getenv("MAILPIT"); p != "" {
-		return p, nil
-	}
-	if p, err := exec.LookPath("mailpit"); err == nil {
 		return p, nil
 	}
 	dir, err := os.Getwd()
@@ -97,17 +95,21 @@ func Binary() (string, error) {
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			p := filepath.Join(dir, "bin", "mailpit")
-			if _, err := os.Stat(p); err != nil {
-				return "", fmt.Errorf("no mailpit on PATH nor at %s", p)
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
 			}
-			return p, nil
+			break
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no mailpit on PATH and no module root above the working directory")
+			break
 		}
 		dir = parent
 	}
+	if p, err := exec.LookPath("mailpit"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("no bin/mailpit in the module and no mailpit on PATH")
 }
 
 // Require skips the test when Mailpit is missing, except under CI=true,
