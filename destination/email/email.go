@@ -214,8 +214,8 @@ func (ch *Channel) Send(ctx context.Context, r *destination.Record, _ destinatio
 	if err != nil {
 		return "", err
 	}
-	return "", ch.session(ctx, "notification", func(c *smtp.Client, dot *bool) error {
-		return transaction(c, ch.s.from.Address, rcpts, msg, dot)
+	return "", ch.session(ctx, "notification", func(c *smtp.Client) error {
+		return transaction(c, ch.s.from.Address, rcpts, msg)
 	})
 }
 
@@ -266,18 +266,19 @@ const (
 // f when not nil, then QUIT. Every step is bounded by the destination's
 // time-out, and the whole session too. It is reported to the delivery
 // log as one call (step, when not empty) whose outcome is the reply code
-// that ended it, or timeout, or connection_error. dot tells f's caller
-// whether the final dot of a message was sent: from then on a failure may
-// follow an accepted message.
-func (ch *Channel) session(ctx context.Context, step string, f func(c *smtp.Client, dot *bool) error) (err error) {
+// that ended it (250 for a message accepted), or timeout, or
+// connection_error.
+func (ch *Channel) session(ctx context.Context, step string, f func(c *smtp.Client) error) (err error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, ch.s.timeout)
 	defer cancel()
-	var dot bool
-	code := 0
 	defer func() {
-		if err == nil && f != nil {
-			code = 250
+		code := 250
+		if f == nil {
+			code = 221 // QUIT's
+		}
+		if err != nil {
+			code = 0
 		}
 		if e, ok := destination.AsError(err); ok && e.Status != 0 {
 			code = e.Status
@@ -325,7 +326,7 @@ func (ch *Channel) session(ctx context.Context, step string, f func(c *smtp.Clie
 		}
 	}
 	if f != nil {
-		if err := f(c, &dot); err != nil {
+		if err := f(c); err != nil {
 			return err
 		}
 	}
@@ -358,7 +359,7 @@ func (ch *Channel) auth(c *smtp.Client) error {
 // transaction sends msg from from to every rcpt in one transaction: MAIL,
 // RCPT for each (any refusal ends it: a notification goes to all or
 // none), DATA, the message, the final dot. The library resends nothing.
-func transaction(c *smtp.Client, from string, rcpts []string, msg []byte, dot *bool) error {
+func transaction(c *smtp.Client, from string, rcpts []string, msg []byte) error {
 	if err := c.Mail(from, nil); err != nil {
 		return classify(opMail, err, false)
 	}
@@ -374,7 +375,7 @@ func transaction(c *smtp.Client, from string, rcpts []string, msg []byte, dot *b
 	if _, err := w.Write(msg); err != nil {
 		return classify(opData, err, false)
 	}
-	*dot = true
+	// From the final dot on, a failure may follow an accepted message.
 	if _, err := w.CloseWithResponse(); err != nil {
 		return classify(opSend, err, true)
 	}
