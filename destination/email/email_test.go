@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -117,12 +118,25 @@ func (m standIn) Distinct(ref string) int {
 	return len(seen)
 }
 
+// Text is the text of ref's latest message: the highest amendment's (its
+// Message-ID says which), the newest delivery of it.
 func (m standIn) Text(ref string) string {
-	ids := m.ids(ref)
-	if len(ids) == 0 {
+	latest, n := "", -1
+	for _, s := range m.ids(ref) {
+		rest := strings.TrimPrefix(s.MessageID, ref+".notify")
+		amendment := 0
+		if num, ok := strings.CutPrefix(rest, "."); ok {
+			num, _, _ = strings.Cut(num, "@")
+			amendment, _ = strconv.Atoi(num)
+		}
+		if amendment > n {
+			latest, n = s.ID, amendment
+		}
+	}
+	if latest == "" {
 		return ""
 	}
-	msg, err := m.s.Message(ids[0].ID)
+	msg, err := m.s.Message(latest)
 	if err != nil {
 		m.t.Fatal(err)
 	}
