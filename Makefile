@@ -22,10 +22,11 @@ build: ## build the binaries into ./bin
 run: ## run the whole system locally: migrations, api, worker, fake downstream, demo form
 	./scripts/run.sh
 
-test: ## every test, against a real PostgreSQL, with -race (installs Chromium and promtool where missing)
+test: ## every test, against a real PostgreSQL, with -race (installs Chromium, promtool and Mailpit where missing)
 	./scripts/postgres.sh
 	./scripts/chromium.sh
 	./scripts/promtool.sh
+	GO=$(GO) ./scripts/mailpit.sh
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...

@@ -5,6 +5,7 @@ package kinds
 
 import (
 	"github.com/leadintake/leadintake/destination"
+	"github.com/leadintake/leadintake/destination/email"
 	"github.com/leadintake/leadintake/destination/generic"
 	"github.com/leadintake/leadintake/destination/hubspot"
 	"github.com/leadintake/leadintake/destination/pipedrive"
@@ -21,6 +22,7 @@ var All = []*destination.Spec{
 	&salesforce.Spec,
 	&teams.Spec,
 	&slack.Spec,
+	&email.Spec,
 }
 
 // Lookup returns the kind named kind.
