@@ -244,8 +244,12 @@ func (r *leadRun) loop(ctx context.Context) (err error) {
 				return r.saveFailed(ctx, err)
 			}
 		default:
-			if err := r.save(ctx, next, act); err != nil {
+			owner, err := r.save(ctx, next, act)
+			if err != nil {
 				return r.saveFailed(ctx, err)
+			}
+			if act.Assign {
+				next.Owner, next.OwnerDecided = owner, true
 			}
 			in.Held = true
 		}
@@ -353,13 +357,17 @@ func (r *leadRun) admit(ctx context.Context, s lead.State, act lead.Action) (*le
 }
 
 // save records the state before act (with a fresh enrichment answer, the
-// calls made since the last save, and what the lead waits for).
-func (r *leadRun) save(ctx context.Context, s lead.State, act lead.Action) error {
+// calls made since the last save, and what the lead waits for), and, for
+// an act that assigns, chooses the lead's owner and returns it.
+func (r *leadRun) save(ctx context.Context, s lead.State, act lead.Action) (string, error) {
 	p := store.SaveParams{State: s, Durable: act.Save == lead.SaveDurable, Calls: r.calls}
+	if act.Assign {
+		p.Assign = r.assignment(s)
+	}
 	if r.fresh {
 		var err error
 		if p.Enrichment, err = json.Marshal(r.enrichment); err != nil {
-			return err
+			return "", err
 		}
 	}
 	if act.Kind == lead.ActWait {
@@ -369,10 +377,13 @@ func (r *leadRun) save(ctx context.Context, s lead.State, act lead.Action) error
 	dctx, cancel := dbContext(ctx)
 	defer cancel()
 	if err := r.w.cfg.Store.Save(dctx, &r.lead.Run, p); err != nil {
-		return err
+		return "", err
 	}
 	r.fresh, r.calls = false, nil
-	return nil
+	if p.Assign != nil {
+		return p.Assign.Owner, nil
+	}
+	return "", nil
 }
 
 // saveFailed ends the attempt whose save failed: quietly when a later run
@@ -599,12 +610,33 @@ func failureOf(ctx context.Context, err error) *lead.Failure {
 func (r *leadRun) record(s lead.State) *destination.Record {
 	l := &r.lead.Lead
 	score, tier := lead.Score(l, s.Enriched())
-	return &destination.Record{
+	rec := &destination.Record{
 		LeadID: r.lead.ID.String(), ExternalRef: r.lead.ExternalRef, Lead: l,
 		Score: score, Tier: string(tier), Enrichment: r.enrichment, Amendment: s.Amendment,
 		Amends: amendsOf(r.lead), ChainCRMID: s.ChainCRMID, DuplicateOf: duplicateOf(r.lead),
 		Prepared: s.CRMPrepared,
 	}
+	if s.Owner != "" {
+		// The owner as the clients file names it now (its ids may have
+		// changed since it was chosen); by name alone when it is gone.
+		rec.Owner = &destination.Owner{Name: s.Owner}
+		if o := r.w.cfg.Destinations.Set().Owner(r.lead.ClientID, s.Owner); o != nil {
+			rec.Owner = o.Destination()
+		}
+	}
+	return rec
+}
+
+// assignment is the pool the lead's owner is chosen from (store.Assign):
+// the pool of its client's first rule that matches it now; a pool without
+// owners when none matches, or all are away (the lead gets no owner).
+func (r *leadRun) assignment(s lead.State) *store.Assign {
+	_, tier := lead.Score(&r.lead.Lead, s.Enriched())
+	pool, ok := r.w.cfg.Destinations.Set().PoolFor(r.lead.ClientID, &callers.Facts{Lead: &r.lead.Lead, Tier: string(tier), Enrichment: r.enrichment})
+	if !ok {
+		return &store.Assign{}
+	}
+	return &store.Assign{Pool: pool.Key, Owners: pool.Owners}
 }
 
 // finish ends the lead as act says. The job's completion follows (River's
@@ -638,7 +670,7 @@ func (r *leadRun) finish(ctx context.Context, s lead.State, act lead.Action, las
 		// The state is saved instead, as a recovery point: the next
 		// attempt does not repeat a call whose result it holds (the
 		// notification).
-		if serr := r.save(ctx, s, lead.Action{Kind: act.Kind, Save: lead.SaveLazy}); serr != nil {
+		if _, serr := r.save(ctx, s, lead.Action{Kind: act.Kind, Save: lead.SaveLazy}); serr != nil {
 			r.w.cfg.Logger.WarnContext(ctx, "could not save the state of a lead whose finish failed", r.attrs(slog.String("error", serr.Error()))...)
 		}
 		return err
@@ -704,7 +736,7 @@ func finishOf(l *store.Lead, s lead.State, act lead.Action, message string, rete
 		f.Response = response.NewCompleted(&response.Completed{
 			LeadID: id, CRMID: s.CRMID, Score: score, Tier: string(tier),
 			Notified: s.Notification == lead.NotificationSent, Warnings: s.Warnings(),
-			Amends: amendsOf(l),
+			Amends: amendsOf(l), Owner: s.Owner,
 		})
 	default:
 		code := response.Code(act.Outcome)

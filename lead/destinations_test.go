@@ -61,9 +61,9 @@ func TestNextAsksTheCRMsCapabilities(t *testing.T) {
 		{name: "RefusedCredentialsWait", caps: upsert, s: enriched, ran: act(lead.ActUpsert),
 			failure: &lead.Failure{Transient: true, Hold: lead.HoldUnauthorized, RetryAfter: time.Hour},
 			wantAct: wait(lead.ActUpsert, time.Hour), wantState: enriched},
-		{name: "RefusedCredentialsOfTheEnrichmentSkipIt", caps: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich),
+		{name: "RefusedCredentialsOfTheEnrichmentSkipIt", caps: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich),
 			failure: &lead.Failure{Transient: true, Hold: lead.HoldUnauthorized, RetryAfter: time.Hour},
-			wantAct: act(lead.ActUpsert), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", Enrichment: lead.EnrichmentUnavailable}},
+			wantAct: act(lead.ActUpsert), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true, Enrichment: lead.EnrichmentUnavailable}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -258,3 +258,39 @@ func TestNextNotifiesEachChannelOnce(t *testing.T) {
 }
 
 func join(calls []string) string { return strings.Join(calls, ",") }
+
+// TestNextChoosesTheOwnerOnce pins when a lead's owner is chosen: by the
+// save before its first CRM step, once; an amendment takes its chain's.
+func TestNextChoosesTheOwnerOnce(t *testing.T) {
+	t.Parallel()
+	undecided := with(enriched, func(s *lead.State) { s.OwnerDecided = false })
+	in := input(upsert)
+	in.Held = true
+
+	a, next := lead.Next(undecided, in)
+	if a.Kind != lead.ActUpsert || !a.Assign || a.Save != lead.SaveLazy || next != undecided {
+		t.Errorf("first CRM step: %+v; the save before it must choose the owner", a)
+	}
+	if a, _ := lead.Next(with(undecided, func(s *lead.State) { s.OwnerDecided, s.Owner = true, "alice" }), in); a.Assign || a.Save != lead.SaveNone {
+		t.Errorf("a decided owner is chosen again: %+v", a)
+	}
+	if a, _ := lead.Next(with(undecided, func(s *lead.State) { s.OwnerDecided = true }), in); a.Assign {
+		t.Errorf("a lead decided to have no owner is given one: %+v", a)
+	}
+	// The enrichment before the CRM chooses nothing.
+	if a, _ := lead.Next(lead.State{CRM: lead.CRMPending}, in); a.Kind != lead.ActEnrich || a.Assign {
+		t.Errorf("enrichment: %+v", a)
+	}
+	// An amendment keeps its chain's owner, saved before its CRM step.
+	amendment := with(undecided, func(s *lead.State) {
+		s.Amendment, s.RefUsedBefore, s.ChainOwner, s.ChainOwnerDecided = 1, true, "bob", true
+	})
+	a, next = lead.Next(amendment, in)
+	if a.Assign || next.Owner != "bob" || !next.OwnerDecided || a.Save == lead.SaveNone {
+		t.Errorf("amendment: %+v, owner %q decided %v", a, next.Owner, next.OwnerDecided)
+	}
+	// An amendment whose chain never decided chooses its own.
+	if a, _ := lead.Next(with(amendment, func(s *lead.State) { s.ChainOwnerDecided = false }), in); !a.Assign {
+		t.Errorf("amendment of an undecided chain: %+v", a)
+	}
+}

@@ -140,6 +140,16 @@ type State struct {
 	// ChainCRMID is the CRM's id of the record of the lead this one amends,
 	// when it was accepted; empty otherwise. It is read, never written.
 	ChainCRMID string
+	// Owner is the lead's owner (a name of its client's owners), chosen
+	// once (OwnerDecided) before its first CRM step: empty when no rule
+	// matched or every owner of the pool was away.
+	Owner        string
+	OwnerDecided bool
+	// ChainOwner is the owner of the lead this one amends, when it was
+	// decided (ChainOwnerDecided): an amendment keeps its chain's owner.
+	// They are read, never written.
+	ChainOwner        string
+	ChainOwnerDecided bool
 }
 
 // Enriched reports whether the enrichment returned data.
@@ -302,6 +312,10 @@ type Action struct {
 	Channel int
 	// CRMID is the record ActUpdate writes over.
 	CRMID string
+	// Assign: the lead's owner is chosen by the save before this action
+	// (the lead's first CRM step), from its client's rules, and the turn
+	// kept in the database.
+	Assign bool
 }
 
 // Hold says that a downstream holds back a call for every lead alike, not
@@ -444,8 +458,9 @@ const (
 // last call, the next action, the state to save before running it, and how
 // to save it (Action.Save). It is pure: no database, no network, no clock.
 //
-// The state is saved whenever it changed, and before every call but an
-// attempt's first enrichment look-up: a call after another needs a save
+// The state is saved whenever it changed, before the lead's first CRM step
+// (whose save chooses its owner: Action.Assign), and before every call but
+// an attempt's first enrichment look-up: a call after another needs a save
 // between them (which finds out, before the call, whether a later run took
 // the lead or its personal data was erased), and the first call that acts
 // takes the lead for this run. The notification after an upsert that
@@ -459,11 +474,11 @@ func Next(s State, in Input) (Action, State) {
 	if act.Kind == ActFinish || act.Kind == ActReconcile {
 		return act, next
 	}
-	if next != s || act.Kind == ActWait || (in.Last != nil && act.Kind.Calls()) || (!in.Held && act.Kind.Acts()) {
+	if next != s || act.Assign || act.Kind == ActWait || (in.Last != nil && act.Kind.Calls()) || (!in.Held && act.Kind.Acts()) {
 		switch {
 		case act.Kind == ActCreate, act.Kind == ActNotify && in.ChannelCaps[act.Channel].Find:
 			act.Save = SaveDurable
-		case act.Kind == ActNotify && in.Held && in.Last != nil && in.Last.Action.Kind == ActUpsert && in.Last.Failure == nil:
+		case act.Kind == ActNotify && in.Held && in.Last != nil && in.Last.Action.Kind == ActUpsert && in.Last.Failure == nil && !act.Assign:
 			act.Save = SaveCheck
 		default:
 			act.Save = SaveLazy
@@ -629,8 +644,18 @@ func held(s State, in Input, r *Result) (State, *Action) {
 // choice to its state.
 func plan(s State, in Input) (Action, State) {
 	act, s := planStep(s, in)
-	if act.Kind.CRMStep() && s.CRMDestination == "" {
+	if !act.Kind.CRMStep() {
+		return act, s
+	}
+	if s.CRMDestination == "" {
 		s.CRMDestination = in.CRMDestination
+	}
+	switch {
+	case s.OwnerDecided:
+	case s.Amendment > 0 && s.ChainOwnerDecided:
+		s.Owner, s.OwnerDecided = s.ChainOwner, true
+	default:
+		act.Assign = true
 	}
 	return act, s
 }

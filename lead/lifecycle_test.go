@@ -36,10 +36,10 @@ func act(k lead.Kind) lead.Action { return lead.Action{Kind: k} }
 func finish(o lead.Outcome) lead.Action { return lead.Action{Kind: lead.ActFinish, Outcome: o} }
 
 // enriched is a state past its enrichment, before the CRM.
-var enriched = lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMPending, CRMDestination: "crm"}
+var enriched = lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}
 
 // accepted is a state past the CRM, before the notification.
-var accepted = lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMAccepted, CRMID: "crm_1", CRMDestination: "crm"}
+var accepted = lead.State{Enrichment: lead.EnrichmentData, CRM: lead.CRMAccepted, CRMID: "crm_1", CRMDestination: "crm", OwnerDecided: true}
 
 // notifying is accepted with its one channel chosen.
 var notifying = with(accepted, func(s *lead.State) { s.ChannelsSet = true; s.Channels[0].Name = "notification" })
@@ -84,8 +84,8 @@ func TestNext(t *testing.T) {
 		wantState lead.State
 	}{
 		// The start of an attempt resumes at the first unfinished step.
-		{name: "NewLeadIsEnriched", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"},
-			wantAct: act(lead.ActEnrich), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}},
+		{name: "NewLeadIsEnriched", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true},
+			wantAct: act(lead.ActEnrich), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}},
 		{name: "EnrichedLeadGoesToTheCRM", mode: upsert, s: enriched, wantAct: act(lead.ActUpsert), wantState: enriched},
 		{name: "AcceptedLeadChoosesItsChannelsAndIsNotified", mode: create, s: accepted, wantAct: act(lead.ActNotify), wantState: notifying},
 		{name: "NotifiedLeadCompletes", mode: upsert, s: with(accepted, func(s *lead.State) { s.Notification = lead.NotificationSent }),
@@ -100,22 +100,22 @@ func TestNext(t *testing.T) {
 			wantAct: act(lead.ActUpsert), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain; s.RefUsedBefore = true })},
 
 		// Enrichment.
-		{name: "EnrichmentData", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: ok, found: true,
+		{name: "EnrichmentData", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich), failure: ok, found: true,
 			wantAct: act(lead.ActUpsert), wantState: enriched},
-		{name: "EnrichmentNoData", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: ok,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentNoData, CRM: lead.CRMPending, CRMDestination: "crm"}},
-		{name: "EnrichmentFailureRetried", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: transient,
-			wantAct: act(lead.ActRetry), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", EnrichmentFailures: 1}},
-		{name: "EnrichmentRetryAfterHonoured", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: waitShort,
-			wantAct: lead.Action{Kind: lead.ActRetry, RetryAfter: 30 * time.Second}, wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", EnrichmentFailures: 1}},
-		{name: "EnrichmentGivenUpAfterThreeFailures", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", EnrichmentFailures: 2}, ran: act(lead.ActEnrich), failure: transient,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm", EnrichmentFailures: 2}},
-		{name: "EnrichmentGivenUpOnLongWait", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: waitLong,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm"}},
-		{name: "EnrichmentGivenUpOnLastAttempt", mode: upsert, last: true, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: transient,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm"}},
-		{name: "EnrichmentGivenUpOnRefusal", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: permanent,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm"}},
+		{name: "EnrichmentNoData", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich), failure: ok,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentNoData, CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}},
+		{name: "EnrichmentFailureRetried", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich), failure: transient,
+			wantAct: act(lead.ActRetry), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true, EnrichmentFailures: 1}},
+		{name: "EnrichmentRetryAfterHonoured", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich), failure: waitShort,
+			wantAct: lead.Action{Kind: lead.ActRetry, RetryAfter: 30 * time.Second}, wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true, EnrichmentFailures: 1}},
+		{name: "EnrichmentGivenUpAfterThreeFailures", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true, EnrichmentFailures: 2}, ran: act(lead.ActEnrich), failure: transient,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true, EnrichmentFailures: 2}},
+		{name: "EnrichmentGivenUpOnLongWait", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich), failure: waitLong,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}},
+		{name: "EnrichmentGivenUpOnLastAttempt", mode: upsert, last: true, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich), failure: transient,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}},
+		{name: "EnrichmentGivenUpOnRefusal", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich), failure: permanent,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}},
 
 		// Upsert.
 		{name: "UpsertAccepted", mode: upsert, s: enriched, ran: act(lead.ActUpsert), failure: ok,
@@ -178,12 +178,12 @@ func TestNext(t *testing.T) {
 		{name: "UncertainPostHeldPastMaxAgeAwaitsReconciliation", mode: create, expired: true,
 			s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: down,
 			wantAct: act(lead.ActReconcile), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
-		{name: "EnrichmentDownIsSkipped", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: down,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm"}},
-		{name: "EnrichmentHeldBrieflyWaits", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: notSent,
-			wantAct: wait(lead.ActEnrich, 5*time.Second), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}},
-		{name: "EnrichmentHeldLongIsSkipped", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: heldLong,
-			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm"}},
+		{name: "EnrichmentDownIsSkipped", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich), failure: down,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}},
+		{name: "EnrichmentHeldBrieflyWaits", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich), failure: notSent,
+			wantAct: wait(lead.ActEnrich, 5*time.Second), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}},
+		{name: "EnrichmentHeldLongIsSkipped", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich), failure: heldLong,
+			wantAct: act(lead.ActUpsert), wantState: lead.State{Enrichment: lead.EnrichmentUnavailable, CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}},
 		{name: "NotificationDownWaitsHoweverLong", mode: upsert, s: notifying, ran: act(lead.ActNotify), failure: heldLong,
 			wantAct: wait(lead.ActNotify, 2*time.Minute), wantState: notifying},
 		{name: "NotificationSharedFailureSpendsNothing", mode: upsert, s: channel(notifying, func(c *lead.Channel) { c.Failures = 2 }), ran: act(lead.ActNotify), failure: shared,
@@ -194,14 +194,14 @@ func TestNext(t *testing.T) {
 			wantAct: wait(lead.ActUpsert, time.Second), wantState: enriched},
 		{name: "CreateSharedFailureWaitsUncertain", mode: create, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: shared,
 			wantAct: wait(lead.ActCreate, time.Second), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
-		{name: "EnrichmentSharedFailureWaits", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: shared,
-			wantAct: wait(lead.ActEnrich, time.Second), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}},
+		{name: "EnrichmentSharedFailureWaits", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich), failure: shared,
+			wantAct: wait(lead.ActEnrich, time.Second), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}},
 		{name: "NotificationHeldPastMaxAgeCompletesWithWarning", mode: upsert, expired: true, s: notifying, ran: act(lead.ActNotify), failure: down,
 			wantAct: finish(lead.OutcomeCompleted), wantState: with(channel(notifying, func(c *lead.Channel) { c.State = lead.ChannelFailed }), func(s *lead.State) { s.Notification = lead.NotificationFailed })},
 
 		// Stopping ends the attempt, whatever the call.
-		{name: "StoppingWhileEnriching", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, ran: act(lead.ActEnrich), failure: stopping,
-			wantAct: act(lead.ActStop), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}},
+		{name: "StoppingWhileEnriching", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, ran: act(lead.ActEnrich), failure: stopping,
+			wantAct: act(lead.ActStop), wantState: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}},
 		{name: "StoppingWhilePostingOnLastAttempt", mode: create, last: true, s: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain }), ran: act(lead.ActCreate), failure: stopping,
 			wantAct: act(lead.ActStop), wantState: with(enriched, func(s *lead.State) { s.CRM = lead.CRMUncertain })},
 	}
@@ -251,19 +251,19 @@ func TestNextSaves(t *testing.T) {
 		wantKind lead.Kind
 		want     lead.Save
 	}{
-		{name: "FirstEnrichmentNeedsNoSave", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"},
+		{name: "FirstEnrichmentNeedsNoSave", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true},
 			wantKind: lead.ActEnrich, want: lead.SaveNone},
 		{name: "FirstCallThatActsTakesTheLead", mode: upsert, s: enriched,
 			wantKind: lead.ActUpsert, want: lead.SaveLazy},
 		{name: "HeldLeadStartingAfreshNeedsNoSave", mode: upsert, s: enriched, held: true,
 			wantKind: lead.ActUpsert, want: lead.SaveNone},
-		{name: "ChangedStateIsSaved", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, held: true,
+		{name: "ChangedStateIsSaved", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, held: true,
 			ran: act(lead.ActEnrich), failure: ok, wantKind: lead.ActUpsert, want: lead.SaveLazy},
 		{name: "ACallAfterACallIsPrecededByASave", mode: create, s: uncertainCRM, held: true,
 			ran: act(lead.ActCreate), failure: conflict, wantKind: lead.ActLookup, want: lead.SaveLazy},
 		{name: "APostIsWrittenAheadDurably", mode: create, s: enriched, held: true,
 			wantKind: lead.ActCreate, want: lead.SaveDurable},
-		{name: "ARetryWithAChangedStateSavesIt", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm"}, held: true,
+		{name: "ARetryWithAChangedStateSavesIt", mode: upsert, s: lead.State{CRM: lead.CRMPending, CRMDestination: "crm", OwnerDecided: true}, held: true,
 			ran: act(lead.ActEnrich), failure: transient, wantKind: lead.ActRetry, want: lead.SaveLazy},
 		{name: "ARetryWithTheSameStateSavesNothing", mode: upsert, s: enriched, held: true,
 			ran: act(lead.ActUpsert), failure: uncertain, wantKind: lead.ActRetry, want: lead.SaveNone},

@@ -154,6 +154,9 @@ type Completed struct {
 	Warnings []string `json:"warnings"`
 	// Amends is the id of the lead an amendment amends; absent otherwise.
 	Amends string `json:"amends,omitempty"`
+	// Owner is the name of the lead's owner; absent when none was
+	// assigned.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Failed is the body of a failed lead's final response.

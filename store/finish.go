@@ -96,6 +96,8 @@ type finishRow struct {
 	CRMDestination     *string `db:"crm_destination" pg:"text"`
 	CRMPrepared        *string `db:"crm_prepared" pg:"text"`
 	Channels           []byte  `db:"channels" pg:"jsonb"`
+	Owner              *string `db:"owner" pg:"text"`
+	OwnerDecided       bool    `db:"owner_decided" pg:"bool"`
 }
 
 func rowOf(f *Finish) finishRow {
@@ -120,6 +122,7 @@ func rowOf(f *Finish) finishRow {
 		r.EnrichmentFailures = int16(res.State.EnrichmentFailures)
 		r.CRMDestination, r.CRMPrepared = nullIfEmpty(res.State.CRMDestination), nullIfEmpty(res.State.CRMPrepared)
 		r.Channels = channelsJSON(&res.State)
+		r.Owner, r.OwnerDecided = nullIfEmpty(res.State.Owner), res.State.OwnerDecided
 	}
 	return r
 }
@@ -163,6 +166,8 @@ WITH f AS (
         crm_destination = CASE WHEN f.has_result THEN f.crm_destination ELSE leads.crm_destination END,
         crm_prepared = CASE WHEN f.has_result THEN f.crm_prepared ELSE leads.crm_prepared END,
         channels = CASE WHEN f.has_result THEN f.channels ELSE leads.channels END,
+        owner = CASE WHEN leads.owner_decided OR NOT f.has_result THEN leads.owner ELSE f.owner END,
+        owner_decided = leads.owner_decided OR (f.has_result AND f.owner_decided),
         finished_at = CASE WHEN f.status IS NOT NULL THEN now() END,
         waiting_for = NULL, waiting_since = NULL, booked_for = NULL, booked_at = NULL,
         updated_at = now()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -85,7 +86,10 @@ var leadColumns = `
     l.erased_at IS NOT NULL, coalesce(l.delivery_since, l.created_at), coalesce(l.waiting_for, ''),
     coalesce(l.booked_for, ''), coalesce(l.booked_at, 'epoch'), l.duplicate_of,
     coalesce((SELECT sl.crm_id FROM leads sl WHERE sl.id = l.amends AND sl.crm_state = 'accepted'), ''),
-    (SELECT sl.channels FROM leads sl WHERE sl.id = l.amends)`
+    (SELECT sl.channels FROM leads sl WHERE sl.id = l.amends),
+    coalesce(l.owner, ''), l.owner_decided,
+    coalesce((SELECT sl.owner FROM leads sl WHERE sl.id = l.amends), ''),
+    coalesce((SELECT sl.owner_decided FROM leads sl WHERE sl.id = l.amends), false)`
 
 var loadLeadSQL = `
 SELECT` + leadColumns + `
@@ -114,7 +118,7 @@ func scanLead(row pgx.Row) (*Lead, error) {
 		&l.KeyState.State, &l.KeyState.Failure, &l.KeyState.Superseded, &l.KeyState.Erased, &l.KeyState.Expired,
 		&l.State.RefUsedBefore, &l.Amends, &l.State.Amendment, &l.State.CRMNotUpdated,
 		&l.State.SupersededUnfinished, &l.erased, &l.DeliverySince, &l.WaitingFor, &l.BookedFor, &l.BookedAt, &l.DuplicateOf,
-		&l.State.ChainCRMID, &chain)
+		&l.State.ChainCRMID, &chain, &l.State.Owner, &l.State.OwnerDecided, &l.State.ChainOwner, &l.State.ChainOwnerDecided)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -194,6 +198,10 @@ type SaveParams struct {
 	// Calls are the downstream calls made since the last save, for the
 	// delivery log.
 	Calls []Call
+	// Assign, when set, makes the save choose the lead's owner, once: the
+	// next of Assign.Owners in the turn of Assign.Pool kept in the
+	// database. The owner chosen is returned in Assign.Owner.
+	Assign *Assign
 	// WaitingFor is the downstream the lead waits for from now on; empty
 	// for none. BookedFor and BookedAt are a call booked ahead in a rate
 	// limit (see Lead).
@@ -204,40 +212,89 @@ type SaveParams struct {
 
 // saveRow is a save as saveSQL takes it (see rows.go).
 type saveRow struct {
-	LeadID             uuid.UUID  `db:"lead_id" pg:"uuid"`
-	Run                int32      `db:"run" pg:"int4"`
-	NextRun            int32      `db:"next_run" pg:"int4"`
-	EnrichmentOutcome  *string    `db:"enrichment_outcome" pg:"text"`
-	Enrichment         []byte     `db:"enrichment" pg:"jsonb"`
-	EnrichmentFailures int16      `db:"enrichment_failures" pg:"int2"`
-	CRMState           string     `db:"crm_state" pg:"text"`
-	CRMID              *string    `db:"crm_id" pg:"text"`
-	NotifyOutcome      *string    `db:"notify_outcome" pg:"text"`
-	CRMDestination     *string    `db:"crm_destination" pg:"text"`
-	CRMPrepared        *string    `db:"crm_prepared" pg:"text"`
-	Channels           []byte     `db:"channels" pg:"jsonb"`
-	CRMNotUpdated      bool       `db:"crm_not_updated" pg:"bool"`
-	WaitingFor         *string    `db:"waiting_for" pg:"text"`
-	BookedFor          *string    `db:"booked_for" pg:"text"`
-	BookedAt           *time.Time `db:"booked_at" pg:"timestamptz"`
+	LeadID             uuid.UUID `db:"lead_id" pg:"uuid"`
+	Run                int32     `db:"run" pg:"int4"`
+	NextRun            int32     `db:"next_run" pg:"int4"`
+	EnrichmentOutcome  *string   `db:"enrichment_outcome" pg:"text"`
+	Enrichment         []byte    `db:"enrichment" pg:"jsonb"`
+	EnrichmentFailures int16     `db:"enrichment_failures" pg:"int2"`
+	CRMState           string    `db:"crm_state" pg:"text"`
+	CRMID              *string   `db:"crm_id" pg:"text"`
+	NotifyOutcome      *string   `db:"notify_outcome" pg:"text"`
+	CRMDestination     *string   `db:"crm_destination" pg:"text"`
+	CRMPrepared        *string   `db:"crm_prepared" pg:"text"`
+	Channels           []byte    `db:"channels" pg:"jsonb"`
+	Owner              *string   `db:"owner" pg:"text"`
+	OwnerDecided       bool      `db:"owner_decided" pg:"bool"`
+	// AssignPool, when set, makes the save choose the lead's owner among
+	// AssignOwners (comma-separated names; none: no owner): see Assign.
+	AssignPool    *string    `db:"assign_pool" pg:"text"`
+	AssignOwners  string     `db:"assign_owners" pg:"text"`
+	CRMNotUpdated bool       `db:"crm_not_updated" pg:"bool"`
+	WaitingFor    *string    `db:"waiting_for" pg:"text"`
+	BookedFor     *string    `db:"booked_for" pg:"text"`
+	BookedAt      *time.Time `db:"booked_at" pg:"timestamptz"`
 }
 
 // saveSQL writes saves of runs' leads, each if its run still holds the
 // lead (or is the next to) and the lead is not erased, and returns the
-// leads it saved.
+// leads it saved with their owners.
+//
+// A save that assigns (assign_pool set) chooses the lead's owner once, in
+// the same statement: the pool's turn (owner_turns) moves on by the number
+// of leads of the statement that take an owner from it, and each of them,
+// in the order they were claimed, takes the next of the pool's owners. A
+// lead whose owner was decided keeps it.
 var saveSQL = `
+WITH r AS (
+    SELECT * FROM ` + unnestRows[saveRow]("r") + `
+), held AS (
+    SELECT r.lead_id, r.assign_pool, string_to_array(r.assign_owners, ',') AS owners, l.created_at
+    FROM r JOIN leads l ON l.id = r.lead_id AND l.run = r.run AND l.erased_at IS NULL AND NOT l.owner_decided
+    WHERE r.assign_pool IS NOT NULL AND r.assign_owners <> ''
+    FOR UPDATE OF l
+), a AS (
+    SELECT held.*, row_number() OVER (PARTITION BY assign_pool ORDER BY created_at, lead_id) AS n,
+           count(*) OVER (PARTITION BY assign_pool) AS cnt
+    FROM held
+), t AS (
+    INSERT INTO owner_turns AS o (pool, turn)
+    SELECT assign_pool, max(cnt) FROM a GROUP BY assign_pool
+    ON CONFLICT (pool) DO UPDATE SET turn = o.turn + excluded.turn
+    RETURNING o.pool, o.turn
+), chosen AS (
+    SELECT a.lead_id, a.owners[((t.turn - a.cnt + a.n - 1) % cardinality(a.owners)) + 1] AS owner
+    FROM a JOIN t ON t.pool = a.assign_pool
+)
 UPDATE leads
 SET enrichment_outcome = r.enrichment_outcome, enrichment = coalesce(r.enrichment, leads.enrichment),
     enrichment_failures = r.enrichment_failures, crm_state = r.crm_state, crm_id = r.crm_id,
     notify_outcome = r.notify_outcome, crm_not_updated = r.crm_not_updated,
     crm_destination = r.crm_destination, crm_prepared = r.crm_prepared, channels = r.channels,
+    owner = CASE WHEN leads.owner_decided THEN leads.owner
+                 WHEN r.assign_pool IS NOT NULL THEN c.owner
+                 ELSE r.owner END,
+    owner_decided = leads.owner_decided OR r.owner_decided OR r.assign_pool IS NOT NULL,
     waiting_for = r.waiting_for,
     waiting_since = CASE WHEN r.waiting_for IS NULL THEN NULL ELSE coalesce(leads.waiting_since, now()) END,
     booked_for = r.booked_for, booked_at = r.booked_at,
     run = r.next_run, updated_at = now()
-FROM ` + unnestRows[saveRow]("r") + `
+FROM r LEFT JOIN chosen c ON c.lead_id = r.lead_id
 WHERE leads.id = r.lead_id AND leads.run = r.run AND leads.erased_at IS NULL
-RETURNING leads.id`
+RETURNING leads.id, coalesce(leads.owner, '')`
+
+// Assign is the pool a save chooses a lead's owner from
+// (SaveParams.Assign).
+type Assign struct {
+	// Pool names the pool's turn (the client and the pool's owners); empty
+	// when no rule matched: the lead gets no owner.
+	Pool string
+	// Owners are the pool's owners not away, in the pool's order; none:
+	// the lead gets no owner.
+	Owners []string
+	// Owner is the owner the save chose, "" for none; set by Save.
+	Owner string
+}
 
 // saveRowOf is the save p of run.
 func saveRowOf(run *Run, p *SaveParams) saveRow {
@@ -252,11 +309,16 @@ func saveRowOf(run *Run, p *SaveParams) saveRow {
 		EnrichmentFailures: int16(st.EnrichmentFailures), CRMState: string(st.CRM), CRMID: nullIfEmpty(st.CRMID),
 		NotifyOutcome:  nullIfEmpty(st.Notification),
 		CRMDestination: nullIfEmpty(st.CRMDestination), CRMPrepared: nullIfEmpty(st.CRMPrepared), Channels: channelsJSON(&st),
+		Owner: nullIfEmpty(st.Owner), OwnerDecided: st.OwnerDecided,
 		CRMNotUpdated: st.CRMNotUpdated, WaitingFor: nullIfEmpty(p.WaitingFor), BookedFor: nullIfEmpty(p.BookedFor),
 	}
 	if p.BookedFor != "" {
 		at := p.BookedAt
 		r.BookedAt = &at
+	}
+	if a := p.Assign; a != nil {
+		pool := a.Pool
+		r.AssignPool, r.AssignOwners = &pool, strings.Join(a.Owners, ",")
 	}
 	return r
 }
@@ -275,7 +337,7 @@ func saveRowOf(run *Run, p *SaveParams) saveRow {
 func (s *Store) Save(ctx context.Context, run *Run, p SaveParams) error {
 	row := saveRowOf(run, &p)
 	var (
-		saved bool
+		saved savedLead
 		err   error
 	)
 	switch {
@@ -283,20 +345,23 @@ func (s *Store) Save(ctx context.Context, run *Run, p SaveParams) error {
 		saved, err = s.runs.save(ctx, row, p.Calls)
 	case p.Durable:
 		// A durable save commits: never cancelled (see uncancelled).
-		saved, err = uncancelled(ctx, func(ctx context.Context) (bool, error) {
-			ids, err := s.saveRows(ctx, true, []saveRow{row}, p.Calls)
-			return len(ids) == 1, err
+		saved, err = uncancelled(ctx, func(ctx context.Context) (savedLead, error) {
+			leads, err := s.saveRows(ctx, true, []saveRow{row}, p.Calls)
+			return leads.of(row.LeadID), err
 		})
 	default:
-		var ids []uuid.UUID
-		ids, err = s.saveRows(ctx, false, []saveRow{row}, p.Calls)
-		saved = len(ids) == 1
+		var leads savedLeads
+		leads, err = s.saveRows(ctx, false, []saveRow{row}, p.Calls)
+		saved = leads.of(row.LeadID)
 	}
 	if err != nil {
 		return fmt.Errorf("save lead %s: %w", run.LeadID, err)
 	}
-	if saved {
+	if saved.saved {
 		run.Seq, run.Taken = row.NextRun, true
+		if p.Assign != nil {
+			p.Assign.Owner = saved.owner
+		}
 		return nil
 	}
 	var erased bool
@@ -306,10 +371,25 @@ func (s *Store) Save(ctx context.Context, run *Run, p SaveParams) error {
 	return ErrRunTaken
 }
 
+// savedLead is what a save of one lead came to: whether it was saved, and
+// its owner then.
+type savedLead struct {
+	saved bool
+	owner string
+}
+
+// savedLeads are the leads a statement saved, with their owners.
+type savedLeads map[uuid.UUID]string
+
+func (s savedLeads) of(id uuid.UUID) savedLead {
+	owner, ok := s[id]
+	return savedLead{saved: ok, owner: owner}
+}
+
 // saveRows writes the saves rows (and the calls, for the delivery log) in
 // one round trip, in a transaction of its own made durable when durable,
 // and returns the leads it saved.
-func (s *Store) saveRows(ctx context.Context, durable bool, rows []saveRow, calls []Call) ([]uuid.UUID, error) {
+func (s *Store) saveRows(ctx context.Context, durable bool, rows []saveRow, calls []Call) (savedLeads, error) {
 	b := &pgx.Batch{}
 	durable = durable && s.pool != nil
 	if durable {
@@ -326,7 +406,7 @@ func (s *Store) saveRows(ctx context.Context, durable bool, rows []saveRow, call
 	}
 	br := s.db.SendBatch(ctx, b)
 	defer br.Close()
-	var saved []uuid.UUID
+	saved := savedLeads{}
 	for i := range b.Len() {
 		if i != at {
 			if _, err := br.Exec(); err != nil {
@@ -338,7 +418,18 @@ func (s *Store) saveRows(ctx context.Context, durable bool, rows []saveRow, call
 		if err != nil {
 			return nil, err
 		}
-		if saved, err = pgx.CollectRows(res, pgx.RowTo[uuid.UUID]); err != nil {
+		for res.Next() {
+			var (
+				id    uuid.UUID
+				owner string
+			)
+			if err := res.Scan(&id, &owner); err != nil {
+				res.Close()
+				return nil, err
+			}
+			saved[id] = owner
+		}
+		if err := res.Err(); err != nil {
 			return nil, err
 		}
 	}

@@ -126,21 +126,21 @@ type pendingSave struct {
 	pending
 	row   saveRow
 	calls []Call
-	saved bool
+	saved savedLead
 }
 
 // save writes one save in a group, and reports whether it saved the lead.
-func (g *runGroup) save(ctx context.Context, row saveRow, calls []Call) (bool, error) {
+func (g *runGroup) save(ctx context.Context, row saveRow, calls []Call) (savedLead, error) {
 	p := &pendingSave{pending: newPending(ctx), row: row, calls: calls}
 	g.saves.add(p)
 	if err := p.wait(); err != nil {
-		return false, err
+		return savedLead{}, err
 	}
 	if p.grouped {
 		return p.saved, p.err
 	}
-	ids, err := g.store.saveRows(ctx, false, []saveRow{row}, calls)
-	return len(ids) == 1, err
+	leads, err := g.store.saveRows(ctx, false, []saveRow{row}, calls)
+	return leads.of(row.LeadID), err
 }
 
 // saveGroup writes a group of saves in one round trip: the saves of one
@@ -155,16 +155,12 @@ func (g *runGroup) saveGroup(group []*pendingSave) {
 			for _, p := range members {
 				rows, calls = append(rows, p.row), append(calls, p.calls...)
 			}
-			ids, err := g.store.saveRows(ctx, false, rows, calls)
+			leads, err := g.store.saveRows(ctx, false, rows, calls)
 			if err != nil {
 				return err
 			}
-			saved := make(map[uuid.UUID]bool, len(ids))
-			for _, id := range ids {
-				saved[id] = true
-			}
 			for _, p := range members {
-				p.grouped, p.saved = true, saved[p.row.LeadID]
+				p.grouped, p.saved = true, leads.of(p.row.LeadID)
 			}
 			return nil
 		})
