@@ -48,9 +48,10 @@ var Reasons = []string{ReasonNoSignals, ReasonHoneypot, ReasonTooFast, ReasonCap
 // Header is the request header the signals come in.
 const Header = "Form-Signals"
 
-// MaxToken is the longest captcha token that is sent to be verified; a
-// longer one fails verification without a call.
-const MaxToken = 2048
+// MaxToken is the longest captcha token, in bytes, that is sent to be
+// verified; a longer one fails verification without a call. Turnstile's
+// and reCAPTCHA's tokens are under 2 KiB, hCaptcha's run to several KiB.
+const MaxToken = 8192
 
 // Signals are what a page sent of how its form was filled.
 type Signals struct {

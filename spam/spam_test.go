@@ -174,6 +174,40 @@ func TestJudge(t *testing.T) {
 		}
 	})
 
+	// hCaptcha's tokens run to several KiB: a token of up to 8,192 bytes
+	// is verified, a longer one fails without a call.
+	t.Run("LongTokens", func(t *testing.T) {
+		t.Parallel()
+		sv := newSiteverify(t, func(w http.ResponseWriter, r *http.Request) {
+			ok := strings.HasPrefix(r.PostFormValue("response"), "P1_") && r.PostFormValue("secret") == secret
+			answer(http.StatusOK, fmt.Sprintf(`{"success": %t}`, ok))(w, r)
+		})
+		policy := &callers.Spam{Captcha: &callers.Captcha{VerifyURL: sv.URL, Secret: secret}}
+		v := spam.NewVerifier(time.Second)
+		for _, n := range []int{4600, 8192} {
+			token := "P1_" + strings.Repeat("e", n-3)
+			got, err := v.Judge(ctx, policy, []string{`t=5, captcha="` + token + `"`}, "", "a/long-"+fmt.Sprint(n))
+			if err != nil || got != nil {
+				t.Errorf("a good token of %d bytes: %v %v, want no reasons", n, got, err)
+			}
+			form, _ := sv.lastReq.Load().(interface{ Get(string) string })
+			if form == nil || form.Get("response") != token {
+				t.Errorf("a token of %d bytes was not sent whole to siteverify", n)
+			}
+		}
+		calls := sv.calls.Load()
+		if calls != 2 {
+			t.Errorf("%d verifications of two tokens, want 2", calls)
+		}
+		got, err := v.Judge(ctx, policy, []string{`t=5, captcha="P1_` + strings.Repeat("e", 8190) + `"`}, "", "a/long-8193")
+		if err != nil || !slices.Equal(got, []string{spam.ReasonCaptchaFailed}) {
+			t.Errorf("a token of 8,193 bytes: %v %v, want captcha_failed", got, err)
+		}
+		if n := sv.calls.Load(); n != calls {
+			t.Errorf("a token of 8,193 bytes was sent to siteverify")
+		}
+	})
+
 	t.Run("CaptchaUnavailable", func(t *testing.T) {
 		t.Parallel()
 		for name, h := range map[string]http.HandlerFunc{
