@@ -130,6 +130,20 @@ func TestBrowsers(t *testing.T) {
 		}
 	})
 
+	// Any page may read /healthz: the snippet tells by it the api that
+	// refuses its origin from an api out of reach (a load balancer's 502).
+	t.Run("HealthzIsReadableByAnyPage", func(t *testing.T) {
+		t.Parallel()
+		for _, origin := range []string{"https://evil.example", shopOrigin} {
+			req := newRequest(t, api, http.MethodGet, "/healthz")
+			req.Header.Set("Origin", origin)
+			res := api.send(t, req)
+			if res.Status != http.StatusOK || res.Header.Get("Access-Control-Allow-Origin") != "*" || string(res.Body) != `{"status":"ok"}` {
+				t.Errorf("GET /healthz from %s: %d %v %s; want 200, Access-Control-Allow-Origin: *, status ok", origin, res.Status, res.Header, res.Body)
+			}
+		}
+	})
+
 	t.Run("UnknownPublishableKey", func(t *testing.T) {
 		t.Parallel()
 		res := api.send(t, api.submission(testkit.NewKey(), validBody, func(r *http.Request) {

@@ -94,8 +94,15 @@ func nilIfEmpty(s string) *string {
 	return &s
 }
 
+// handleHealthz is GET /healthz. Any page may read it
+// (Access-Control-Allow-Origin: *): the snippet asks it, when the browser
+// shows the page no answer of the api, whether the api itself answers (a
+// refusal of the page's origin) or not (the api is down, or a load
+// balancer's error page without CORS headers stands in its place, and the
+// enquiry is sent again later). It tells nothing else.
 func handleHealthz() echo.HandlerFunc {
 	return func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderAccessControlAllowOrigin, "*")
 		return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
 	}
 }
