@@ -8,10 +8,12 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leadintake/leadintake/intake"
@@ -335,4 +337,159 @@ WHERE k.client_id = 'a' AND k.key = $1`, key).Scan(&dup); err != nil {
 			t.Errorf("flagged with DUPLICATE_WINDOW=0: %s", *dup)
 		}
 	})
+}
+
+// captchaPolicy is the spam policy of a captcha verified by sv.
+func captchaPolicy(sv *siteverify) string {
+	return fmt.Sprintf("{captcha: {verify_url: %q, secret: captcha-secret}}", sv.url)
+}
+
+// For a new key the order is validation, Supersedes, the rate limit, then
+// the verdict: an amendment naming a key it may not amend (unknown, or
+// superseded already) gets its 422 or 409 without spending a rate-limit
+// token or a captcha verification.
+func TestSpamOrder(t *testing.T) {
+	t.Parallel()
+	page := fromPage(shopOrigin)
+	good := signals(`hp=?0, t=5, captcha="good"`)
+
+	t.Run("SupersedesBeforeTheRateLimit", func(t *testing.T) {
+		t.Parallel()
+		sv := newSiteverify(t)
+		api := newTestAPI(t, &testAPIOpts{Spam: captchaPolicy(sv), PublicRateLimit: intake.RateLimit{N: 2, Per: time.Hour}})
+		first, second := testkit.NewKey(), testkit.NewKey()
+		api.send(t, api.submission(first, validBody, page, good)).requireAccepted(t, first, false)
+		api.send(t, api.submission(second, otherBody, page, good, withHeader("Supersedes", first))).requireAccepted(t, second, false)
+		// The hour's two submissions are spent.
+		for _, tt := range []struct {
+			supersedes string
+			status     int
+			code       response.Code
+		}{
+			{testkit.NewKey(), http.StatusUnprocessableEntity, response.CodeSupersedesUnknown},
+			{first, http.StatusConflict, response.CodeAlreadySuperseded},
+		} {
+			key := testkit.NewKey()
+			api.send(t, api.submission(key, otherBody, page, good, withHeader("Supersedes", tt.supersedes))).requireError(t, tt.status, tt.code)
+			if keyStored(t, api.Pool, "a", key) {
+				t.Fatalf("the refused amendment stored %s", key)
+			}
+		}
+		// Validation comes first of all.
+		api.send(t, api.submission(testkit.NewKey(), `{"email":"ada@example.com"}`, page, good, withHeader("Supersedes", testkit.NewKey()))).
+			requireError(t, http.StatusUnprocessableEntity, response.CodeValidationFailed)
+		if calls := sv.calls.Load(); calls != 2 {
+			t.Errorf("%d verifications, want the two claims' only", calls)
+		}
+		api.send(t, api.submission(testkit.NewKey(), otherBody, page, good, withHeader("Supersedes", second))).
+			requireError(t, http.StatusTooManyRequests, response.CodeRateLimited)
+	})
+
+	t.Run("SupersedesBeforeTheCaptcha", func(t *testing.T) {
+		t.Parallel()
+		sv := newSiteverify(t)
+		api := newTestAPI(t, &testAPIOpts{Spam: captchaPolicy(sv)})
+		first, second := testkit.NewKey(), testkit.NewKey()
+		api.send(t, api.submission(first, validBody, page, good)).requireAccepted(t, first, false)
+		api.send(t, api.submission(second, otherBody, page, good, withHeader("Supersedes", first))).requireAccepted(t, second, false)
+		api.send(t, api.submission(testkit.NewKey(), otherBody, page, good, withHeader("Supersedes", testkit.NewKey()))).
+			requireError(t, http.StatusUnprocessableEntity, response.CodeSupersedesUnknown)
+		api.send(t, api.submission(testkit.NewKey(), otherBody, page, good, withHeader("Supersedes", first))).
+			requireError(t, http.StatusConflict, response.CodeAlreadySuperseded)
+		if calls := sv.calls.Load(); calls != 2 {
+			t.Errorf("%d verifications, want the two claims' only: a refused amendment spends no captcha token", calls)
+		}
+	})
+}
+
+// The captcha's verification has a time-out of its own, at most half of
+// REQUEST_TIMEOUT: a siteverify service that hangs is 503
+// captcha_unavailable well before the request's time is up, and the claim
+// keeps its budget.
+func TestSpamCaptchaTimeout(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(hung.Close)
+	t.Cleanup(func() { close(release) }) // first: Close waits for the handler
+	const requestTimeout = 4 * time.Second
+	api := newTestAPI(t, &testAPIOpts{
+		Spam:           fmt.Sprintf("{captcha: {verify_url: %q, secret: captcha-secret}}", hung.URL),
+		RequestTimeout: requestTimeout,
+	})
+	key := testkit.NewKey()
+	start := time.Now()
+	res := api.send(t, api.submission(key, validBody, fromPage(shopOrigin), signals(`hp=?0, t=5, captcha="good"`)))
+	took := time.Since(start)
+	res.requireError(t, http.StatusServiceUnavailable, response.CodeCaptchaUnavailable)
+	if took >= requestTimeout*3/4 {
+		t.Errorf("the verification took %v of a REQUEST_TIMEOUT of %v; want at most half of it", took, requestTimeout)
+	}
+	if keyStored(t, api.Pool, "a", key) {
+		t.Fatal("an enquiry whose captcha could not be verified stored its key")
+	}
+}
+
+// The siteverify form carries idempotency_key: a UUID of the client, the
+// Idempotency-Key, the request's fingerprint and the token. A retry of the
+// same submission after a 503 sends the same one (Turnstile answers it with
+// its first verdict); another body under the same key, another key, or
+// another token, another.
+func TestSpamCaptchaIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	status := atomic.Int64{}
+	status.Store(http.StatusInternalServerError)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.PostFormValue("idempotency_key"))
+		mu.Unlock()
+		if st := int(status.Load()); st != http.StatusOK {
+			w.WriteHeader(st)
+			return
+		}
+		fmt.Fprintf(w, `{"success": %t}`, strings.HasPrefix(r.PostFormValue("response"), "good"))
+	}))
+	t.Cleanup(srv.Close)
+	api := newTestAPI(t, &testAPIOpts{Spam: fmt.Sprintf("{captcha: {verify_url: %q, secret: captcha-secret}}", srv.URL)})
+	page := fromPage(shopOrigin)
+	last := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return keys[len(keys)-1]
+	}
+	send := func(key, body, token string) *reply {
+		return api.send(t, api.submission(key, body, page, signals(`hp=?0, t=5, captcha="`+token+`"`)))
+	}
+	key := testkit.NewKey()
+	send(key, validBody, "good-1").requireError(t, http.StatusServiceUnavailable, response.CodeCaptchaUnavailable)
+	first := last()
+	if _, err := uuid.Parse(first); err != nil {
+		t.Fatalf("idempotency_key %q is no UUID", first)
+	}
+	send(key, otherBody, "good-1").requireError(t, http.StatusServiceUnavailable, response.CodeCaptchaUnavailable)
+	if last() == first {
+		t.Error("another body under the same Idempotency-Key has the same idempotency_key")
+	}
+	send(testkit.NewKey(), validBody, "good-1").requireError(t, http.StatusServiceUnavailable, response.CodeCaptchaUnavailable)
+	if last() == first {
+		t.Error("another Idempotency-Key has the same idempotency_key")
+	}
+	send(key, validBody, "good-2").requireError(t, http.StatusServiceUnavailable, response.CodeCaptchaUnavailable)
+	if last() == first {
+		t.Error("another token has the same idempotency_key")
+	}
+	status.Store(http.StatusOK)
+	send(key, validBody, "good-1").requireAccepted(t, key, false)
+	if got := last(); got != first {
+		t.Errorf("the retry's idempotency_key %q, want the first attempt's %q", got, first)
+	}
 }
