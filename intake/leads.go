@@ -103,9 +103,9 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	if err != nil {
 		return err
 	}
-	if supersedes == key {
-		return response.Errorf(response.CodeSupersedesInvalid, "a request cannot supersede its own Idempotency-Key")
-	}
+	// A request that names its own key in Supersedes: the key's own state
+	// answers first (below), as for any request whose key exists.
+	ownKey := supersedes == key
 	decode := func() (*lead.Payload, error) {
 		payload, err := lead.Decode(body, sub.decode)
 		if err != nil {
@@ -124,15 +124,30 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	defer cancel()
 	pk := publishableKeyOf(c)
 	var peeked *store.Peeked
-	if pk != "" || sub.peeks.wanted() {
+	policyPeek := pk == "" && sub.peeks.wanted()
+	if pk != "" || policyPeek || ownKey {
 		if peeked, err = st.Peek(ctx, clientID, key); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return storeError(err)
 		}
-		if pk == "" && peeked != nil {
+		if policyPeek && peeked != nil {
 			sub.peeks.observe(true)
 		}
 	}
 	var payload *lead.Payload
+	if ownKey {
+		// Validation first; then a key that exists was never sent with
+		// Supersedes naming itself: this is another request under it.
+		if _, err := decode(); err != nil {
+			return err
+		}
+		if peeked == nil {
+			return response.Errorf(response.CodeSupersedesInvalid, "a request cannot supersede its own Idempotency-Key")
+		}
+		if pk != "" && !peeked.Publishable {
+			return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch})
+		}
+		return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch, State: peeked.Key.State, LeadID: peeked.LeadID})
+	}
 	if peeked != nil && pk != "" && !peeked.Publishable {
 		// Not a page's key: the page learns nothing of it.
 		return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch})
