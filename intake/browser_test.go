@@ -249,6 +249,51 @@ func TestPublishableKeysReachOnlyPageKeys(t *testing.T) {
 	}
 }
 
+// Nor does a page learn a key's name that it may not see: in its
+// operations, supersedes and superseded_by name only keys submitted with a
+// publishable key of its client, and are null otherwise. The client's
+// server sees the whole chain.
+func TestPublishableKeysLearnNoOtherKeyNames(t *testing.T) {
+	t.Parallel()
+	api := newTestAPI(t, nil)
+	page := fromPage(shopOrigin)
+	pageOperation := func(t *testing.T, key string) (operationBody, string) {
+		t.Helper()
+		res := api.send(t, edited(api.operation(tokenA, key), page))
+		var op operationBody
+		if res.Status != http.StatusOK || decodeStrict(res.Body, &op) != nil {
+			t.Fatalf("the page's GET of %s: %d %s", key, res.Status, res.Body)
+		}
+		return op, string(res.Body)
+	}
+
+	// A page's amendment of its own key: both are the page's to see.
+	first, amendment := testkit.NewKey(), testkit.NewKey()
+	api.send(t, api.submission(first, validBody, page)).requireAccepted(t, first, false)
+	api.send(t, api.submission(amendment, otherBody, page, withHeader("Supersedes", first))).requireAccepted(t, amendment, false)
+	if op, _ := pageOperation(t, first); deref(op.SupersededBy) != amendment {
+		t.Errorf("the page's key superseded by the page's amendment: superseded_by %v, want %s", op.SupersededBy, amendment)
+	}
+	if op, _ := pageOperation(t, amendment); deref(op.Supersedes) != first {
+		t.Errorf("the page's amendment: supersedes %v, want %s", op.Supersedes, first)
+	}
+
+	// The client's server amends a page's key under a key of its own: the
+	// page sees its key superseded, by no key it is told.
+	pageKey, serverKey := testkit.NewKey(), testkit.NewKey()
+	api.send(t, api.submission(pageKey, validBody, page)).requireAccepted(t, pageKey, false)
+	api.send(t, api.submission(serverKey, otherBody, withHeader("Supersedes", pageKey))).requireAccepted(t, serverKey, false)
+	if op, body := pageOperation(t, pageKey); op.SupersededBy != nil || strings.Contains(body, serverKey) {
+		t.Errorf("the page's GET of its key superseded by the server's: %s; want superseded_by null, no server key named", body)
+	}
+	if op := getOperation(t, api, pageKey); deref(op.SupersededBy) != serverKey {
+		t.Errorf("the server's GET of the page's key: superseded_by %v, want %s", op.SupersededBy, serverKey)
+	}
+	if op := getOperation(t, api, serverKey); deref(op.Supersedes) != pageKey {
+		t.Errorf("the server's GET of its amendment: supersedes %v, want %s", op.Supersedes, pageKey)
+	}
+}
+
 // edited applies edits to req.
 func edited(req *http.Request, edits ...func(*http.Request)) *http.Request {
 	for _, e := range edits {
