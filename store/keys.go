@@ -76,6 +76,8 @@ type KeyDetail struct {
 	// CRMDestination is the lead's CRM destination, empty until its
 	// first CRM step.
 	CRMDestination string `json:"crm_destination"`
+	// Owner is the lead's owner, nil while none is assigned.
+	Owner *string `json:"owner"`
 	// Channels are the lead's notification channels and their states,
 	// empty until they are chosen.
 	Channels []ChannelDetail `json:"channels"`
@@ -107,14 +109,14 @@ func (s *Store) ShowKey(ctx context.Context, clientID, key string) (*KeyDetail, 
 SELECT k.client_id, k.key, k.state, k.lead_id, k.created_at, k.updated_at, k.expires_at,
        k.finished_at, k.response_status, k.failure_code, k.supersedes, k.superseded_by,
        l.external_ref, coalesce(l.enrichment_outcome, ''), l.crm_state, coalesce(l.crm_id, ''),
-       coalesce(l.notify_outcome, ''), coalesce(l.crm_destination, ''), l.channels, l.run, l.job_id, l.erased_at,
+       coalesce(l.notify_outcome, ''), coalesce(l.crm_destination, ''), l.owner, l.channels, l.run, l.job_id, l.erased_at,
        CASE WHEN k.state = 'processing' AND l.waiting_for <> 'enrichment' THEN l.waiting_for END
 FROM idempotency_keys k
 JOIN leads l ON l.id = k.lead_id
 WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`,
 		clientID, key).Scan(&d.ClientID, &d.Key, &d.State, &d.LeadID, &d.CreatedAt, &d.UpdatedAt, &d.ExpiresAt,
 		&d.FinishedAt, &status, &d.FailureCode, &d.Supersedes, &d.SupersededBy,
-		&d.ExternalRef, &d.Enrichment, &d.CRM, &d.CRMID, &d.Notification, &d.CRMDestination, &channels, &d.Run, &d.JobID, &d.ErasedAt, &d.WaitingFor)
+		&d.ExternalRef, &d.Enrichment, &d.CRM, &d.CRMID, &d.Notification, &d.CRMDestination, &d.Owner, &channels, &d.Run, &d.JobID, &d.ErasedAt, &d.WaitingFor)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

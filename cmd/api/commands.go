@@ -299,6 +299,7 @@ func printReport(w io.Writer, r *operator.KeyReport) error {
 	line("enrichment", cmp.Or(string(r.Enrichment), "pending"))
 	line("crm", strings.TrimSpace(string(r.CRM)+" "+r.CRMID))
 	line("crm destination", cmp.Or(r.CRMDestination, "-"))
+	line("owner", opt(r.Owner))
 	line("notification", cmp.Or(string(r.Notification), "pending"))
 	for _, c := range r.Channels {
 		line("  "+c.Name, cmp.Or(string(c.State), "pending"))
