@@ -6,12 +6,35 @@
 //
 // and a client's callback.url at http://ADDR/callbacks/{client}; with
 // FAKE_CALLBACK_SECRET set to that client's callback secret, the receiver
-// checks the signatures.
+// checks the signatures. Drive its faults and read what it received under
+// /_fake/ (script, chaos, reset, state).
 //
-// and drive its faults and read what it received under /_fake/ (script,
-// chaos, reset, state). On start it logs one JSON line, "fake downstream
-// listening", whose addr attribute is the real host:port (useful with port
-// 0). It stops gracefully on SIGTERM or SIGINT.
+// It also serves the vendors' stand-ins (package internal/vendors), each
+// under a prefix of its own, for the clients file's destinations:
+//
+//	/hubspot     HubSpot's contacts API      base_url: http://ADDR/hubspot, token: hubspot-fake-token
+//	/salesforce  a Salesforce org            base_url: http://ADDR/salesforce, client_id: 3MVG9standin.client.id,
+//	                                         client_secret: standin-client-secret (instance_url: any https origin)
+//	/pipedrive   Pipedrive's API             base_url: http://ADDR/pipedrive,
+//	                                         api_token: 0123456789abcdef0123456789abcdef01234567,
+//	                                         ref_field: 5e1fa2c0d6b84e33a1d3f6b0c9e27a4b8d1c0f92
+//	/slack       Slack's Web API             base_url: http://ADDR/slack, channel: C0LEADS0001,
+//	                                         token: xoxb-1111111111-2222222222222-FakeFakeFakeFakeFakeFake;
+//	             and an incoming webhook     webhook_url: http://ADDR/slack/services/T0FAKE0001/B0FAKE0001/FakeWebhookSecret000000
+//	/teams       a Teams workflow's trigger  base_url: http://ADDR/teams, webhook_url: https://any.host/workflows/
+//	                                         5f3a9c2e8b7d4e61a0c4d2b9e8f7a6c1/triggers/manual/paths/invoke?api-version=2016-06-01
+//	                                         &sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=teams-fake-signature-0123456789abcdef
+//
+// These are the stand-ins' defaults: they guard nothing. Each stand-in's
+// control API is under its prefix (/hubspot/_standin/state, .../script,
+// .../chaos, .../credentials, ...). -standins (FAKE_STANDINS) chooses which
+// are served: all (the default), none, or a comma-separated list such as
+// hubspot,slack.
+//
+// On start it logs one JSON line, "fake downstream listening", whose addr
+// attribute is the real host:port (useful with port 0) and whose standins
+// attribute names the stand-ins served. It stops gracefully on SIGTERM or
+// SIGINT.
 package main
 
 import (
@@ -22,12 +45,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/internal/service"
+	"github.com/leadintake/leadintake/internal/vendors"
 	"github.com/leadintake/leadintake/webhook"
 )
 
@@ -72,6 +98,7 @@ func run(ctx context.Context, args []string, lookup lookupEnv, stdout, stderr io
 	// Its default is read after parsing rather than given here, so that -h
 	// does not print the secret.
 	callbackSecretText := fs.String("callback-secret", "", "whsec_... secret that callbacks' Standard Webhooks signatures are checked with; unchecked when empty (FAKE_CALLBACK_SECRET)")
+	standins := fs.String("standins", envOr("FAKE_STANDINS", "all"), "the vendors' stand-ins served, each under /NAME: all, none, or a comma-separated list of "+strings.Join(vendors.Names, ", ")+" (FAKE_STANDINS)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -83,6 +110,10 @@ func run(ctx context.Context, args []string, lookup lookupEnv, stdout, stderr io
 		return fmt.Errorf("unexpected argument %q (try -h)", fs.Arg(0))
 	}
 
+	standinNames, err := vendors.ParseNames(*standins)
+	if err != nil {
+		return fmt.Errorf("FAKE_STANDINS: %w", err)
+	}
 	chaos, err := fake.ParseChaos(*chaosSpec)
 	if err != nil {
 		return fmt.Errorf("FAKE_CHAOS: %w", err)
@@ -116,16 +147,25 @@ func run(ctx context.Context, args []string, lookup lookupEnv, stdout, stderr io
 		}
 	}
 
+	set, err := vendors.New(standinNames, &vendors.Options{Logger: logger})
+	if err != nil {
+		return fmt.Errorf("FAKE_STANDINS: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", s)
+	set.Mount(mux)
+
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("FAKE_ADDR: %w", err)
 	}
 	logger.Info("fake downstream listening", slog.String("addr", ln.Addr().String()), slog.String("chaos", *chaosSpec),
-		slog.Bool("callback_signatures_checked", !callbackSecret.IsZero()))
+		slog.Bool("callback_signatures_checked", !callbackSecret.IsZero()), slog.Any("standins", set.Names()))
 
-	srv := service.NewServer(s, service.ServerOpts{Logger: logger})
+	srv := service.NewServer(mux, service.ServerOpts{Logger: logger})
 	// Shutdown waits for requests in flight; hung ones would hold it.
 	srv.RegisterOnShutdown(s.Close)
+	srv.RegisterOnShutdown(set.Close)
 	err = service.Serve(ctx, srv, ln, shutdownTimeout)
 	logger.Info("fake downstream stopped")
 	return err
