@@ -324,13 +324,18 @@ func (s *Store) Claim(ctx context.Context, p *ClaimParams) (*ClaimResult, error)
 	if s.jobs == nil {
 		return nil, errNoJobs
 	}
-	if s.group != nil && p.Payload.Supersedes == "" && len(p.Quarantine) == 0 && !p.Refuse {
-		res, ok, err := s.group.claim(ctx, p)
-		if ok || err != nil {
-			return res, err
+	if s.claims.grouping() && p.Payload.Supersedes == "" && len(p.Quarantine) == 0 && !p.Refuse {
+		leadID, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("claim: lead id: %w", err)
 		}
-		// Not claimed by a group: the key exists (or the group failed).
+		return s.claims.do(ctx, &groupedClaim{p: p, leadID: leadID, traceParent: tracing.TraceParent(ctx)})
 	}
+	return s.claimAlone(ctx, p)
+}
+
+// claimAlone is Claim in a transaction of its own: the single way.
+func (s *Store) claimAlone(ctx context.Context, p *ClaimParams) (*ClaimResult, error) {
 	// A claim races at most a handful of times (a winner that is deleted by
 	// clean-up as it expires, a take-over lost to another); past that the
 	// database is misbehaving.
@@ -619,22 +624,10 @@ type Operation struct {
 const operationColumns = `k.state, k.lead_id, k.created_at, k.updated_at, k.expires_at, k.response_status, k.response_body,
        coalesce(k.supersedes, ''), coalesce(k.superseded_by, ''), k.publishable`
 
-const operationSQL = `
-SELECT ` + operationColumns + `
-FROM idempotency_keys k
-WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`
-
-// operationManySQL reads the keys of a group of operations at once; n is
-// the read's place in the group, from 1. Each key is looked up by its
-// primary key, as in peekManySQL.
-const operationManySQL = `
-SELECT g.n, ` + operationColumns + `
-FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(client_id, key, n)
-CROSS JOIN LATERAL (
-    SELECT * FROM idempotency_keys k1
-    WHERE k1.client_id = g.client_id AND k1.key = g.key AND (k1.expires_at IS NULL OR k1.expires_at > now())
-    LIMIT 1
-) k`
+var (
+	operationSQL  = keySQL(operationColumns, true)
+	operationsSQL = keysSQL(operationColumns)
+)
 
 // Operation returns the client's key, or ErrNotFound when the client has no
 // such key (another client's key included) or its retention has passed.
@@ -643,76 +636,25 @@ CROSS JOIN LATERAL (
 // listening connection comes back) are read together, in one statement a
 // group, at most GroupOpts.MaxInFlight statements at a time.
 func (s *Store) Operation(ctx context.Context, clientID, key string) (*Operation, error) {
-	if s.ops == nil {
-		op := Operation{Key: key}
-		err := scanOperation(s.db.QueryRow(ctx, operationSQL, clientID, key), &op)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, ErrNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("operation: %w", err)
-		}
-		return &op, nil
+	op, err := s.ops.do(ctx, KeyName{clientID, key})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, ErrNotFound
+	case err != nil:
+		return nil, fmt.Errorf("operation: %w", err)
 	}
-	p := &pendingOperation{clientID: clientID, key: key, done: make(chan struct{})}
-	s.ops.add(p)
-	select {
-	case <-p.done:
-		return p.res, p.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("operation: %w", ctx.Err())
-	}
+	op.Key = key
+	return op, nil
 }
 
-// pendingOperation is one read of an operation waiting for its group.
-type pendingOperation struct {
-	clientID, key string
-	res           *Operation
-	err           error
-	done          chan struct{}
+// operationOne reads one operation alone.
+func (s *Store) operationOne(ctx context.Context, name KeyName) (*Operation, error) {
+	return readKeyAlone(ctx, s.db, operationSQL, name, scanOperation)
 }
 
 // operationGroup reads a group of operations in one statement.
-func (s *Store) operationGroup(group []*pendingOperation) {
-	defer func() {
-		for _, p := range group {
-			close(p.done)
-		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), s.group.opts.Timeout)
-	defer cancel()
-	clients, keys := make([]string, len(group)), make([]string, len(group))
-	for i, p := range group {
-		clients[i], keys[i] = p.clientID, p.key
-	}
-	rows, err := s.pool.Query(ctx, operationManySQL, clients, keys)
-	if err == nil {
-		for rows.Next() {
-			var (
-				n  int
-				op Operation
-			)
-			if err = scanOperation(rows, &op, &n); err != nil {
-				break
-			}
-			if n >= 1 && n <= len(group) {
-				op.Key = group[n-1].key
-				group[n-1].res = &op
-			}
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
-	for _, p := range group {
-		switch {
-		case err != nil:
-			p.res, p.err = nil, fmt.Errorf("operation: %w", err)
-		case p.res == nil:
-			p.err = ErrNotFound
-		}
-	}
+func (s *Store) operationGroup(ctx context.Context, names []KeyName, answer func(int, *Operation, error)) error {
+	return readKeys(ctx, s.pool, operationsSQL, names, scanOperation, answer)
 }
 
 // scanOperation scans a row of operationColumns, after the columns first
@@ -770,24 +712,10 @@ func (p *Peeked) Answer() (*ClaimResult, bool) {
 // peekColumns are what Peek reads of a key k.
 const peekColumns = keyColumns + `, k.lead_id, k.fingerprint_hmac, k.raw_hmac, k.plain_hashes, k.response_status, k.response_body, k.publishable`
 
-const peekSQL = `
-SELECT ` + peekColumns + `
-FROM idempotency_keys k
-WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`
-
-// peekManySQL reads the keys of a group of peeks at once; n is the peek's
-// place in the group, from 1. Each key is looked up by its primary key
-// (LATERAL, and LIMIT 1 so that the planner keeps it so): as a join, the
-// planner may hash the whole table, whatever its size, when its statistics
-// are old or missing.
-const peekManySQL = `
-SELECT g.n, ` + peekColumns + `
-FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(client_id, key, n)
-CROSS JOIN LATERAL (
-    SELECT * FROM idempotency_keys k1
-    WHERE k1.client_id = g.client_id AND k1.key = g.key AND (k1.expires_at IS NULL OR k1.expires_at > now())
-    LIMIT 1
-) k`
+var (
+	peekSQL  = keySQL(peekColumns, true)
+	peeksSQL = keysSQL(peekColumns)
+)
 
 // Peek reads the client's key in one statement outside any transaction,
 // and returns ErrNotFound when there is none or it expired. It decides
@@ -798,75 +726,24 @@ CROSS JOIN LATERAL (
 // submissions. With GroupClaims, concurrent peeks are read together, in
 // one statement.
 func (s *Store) Peek(ctx context.Context, clientID, key string) (*Peeked, error) {
-	if s.peeks == nil {
-		var pk Peeked
-		err := scanPeeked(s.db.QueryRow(ctx, peekSQL, clientID, key), &pk)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, ErrNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("peek: %w", err)
-		}
-		return &pk, nil
+	pk, err := s.peeks.do(ctx, KeyName{clientID, key})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, ErrNotFound
+	case err != nil:
+		return nil, fmt.Errorf("peek: %w", err)
 	}
-	p := &pendingPeek{clientID: clientID, key: key, done: make(chan struct{})}
-	s.peeks.add(p)
-	select {
-	case <-p.done:
-		return p.res, p.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("peek: %w", ctx.Err())
-	}
+	return pk, nil
 }
 
-// pendingPeek is one peek waiting for its group.
-type pendingPeek struct {
-	clientID, key string
-	res           *Peeked
-	err           error
-	done          chan struct{}
+// peekOne reads one key alone.
+func (s *Store) peekOne(ctx context.Context, name KeyName) (*Peeked, error) {
+	return readKeyAlone(ctx, s.db, peekSQL, name, scanPeeked)
 }
 
-// peekGroup reads a group of peeks in one statement.
-func (s *Store) peekGroup(group []*pendingPeek) {
-	defer func() {
-		for _, p := range group {
-			close(p.done)
-		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), s.group.opts.Timeout)
-	defer cancel()
-	clients, keys := make([]string, len(group)), make([]string, len(group))
-	for i, p := range group {
-		clients[i], keys[i] = p.clientID, p.key
-	}
-	rows, err := s.pool.Query(ctx, peekManySQL, clients, keys)
-	if err == nil {
-		for rows.Next() {
-			var (
-				n  int
-				pk Peeked
-			)
-			if err = scanPeeked(rows, &pk, &n); err != nil {
-				break
-			}
-			if n >= 1 && n <= len(group) {
-				group[n-1].res = &pk
-			}
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
-	for _, p := range group {
-		switch {
-		case err != nil:
-			p.res, p.err = nil, fmt.Errorf("peek: %w", err)
-		case p.res == nil:
-			p.err = ErrNotFound
-		}
-	}
+// peekGroup reads a group of keys in one statement.
+func (s *Store) peekGroup(ctx context.Context, names []KeyName, answer func(int, *Peeked, error)) error {
+	return readKeys(ctx, s.pool, peeksSQL, names, scanPeeked, answer)
 }
 
 // scanPeeked scans a row of peekColumns, after the columns first (the
@@ -882,6 +759,88 @@ func scanPeeked(row pgx.Row, p *Peeked, first ...any) error {
 	}
 	if status != nil {
 		p.Response = response.Final{Status: int(*status), Body: body}
+	}
+	return nil
+}
+
+// keySQL reads columns of the key k that $1 (the client) and $2 (the key)
+// name; an expired key too unless live.
+func keySQL(columns string, live bool) string {
+	sql := `
+SELECT ` + columns + `
+FROM idempotency_keys k
+WHERE k.client_id = $1 AND k.key = $2`
+	if live {
+		sql += ` AND (k.expires_at IS NULL OR k.expires_at > now())`
+	}
+	return sql
+}
+
+// keysSQL reads columns of the keys that the arrays $1 (clients) and $2
+// (keys) name, expired ones left out, after n, the key's place in the
+// arrays, from 1. Each key is looked up by its primary key (LATERAL, and
+// LIMIT 1 so that the planner keeps it so): as a join, the planner may
+// hash the whole table, whatever its size, when its statistics are old or
+// missing.
+func keysSQL(columns string) string {
+	return `
+SELECT g.n, ` + columns + `
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(client_id, key, n)
+CROSS JOIN LATERAL (
+    SELECT * FROM idempotency_keys k1
+    WHERE k1.client_id = g.client_id AND k1.key = g.key AND (k1.expires_at IS NULL OR k1.expires_at > now())
+    LIMIT 1
+) k`
+}
+
+// readKeyAlone reads the key name with sql (of keySQL), scanned by scan;
+// ErrNotFound when there is none.
+func readKeyAlone[T any](ctx context.Context, db DB, sql string, name KeyName, scan func(pgx.Row, *T, ...any) error) (*T, error) {
+	v := new(T)
+	err := scan(db.QueryRow(ctx, sql, name.ClientID, name.Key), v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// readKeys reads the keys names in one statement, sql (of keysSQL), and
+// answers each: its row, scanned by scan after its place, or ErrNotFound.
+func readKeys[T any](ctx context.Context, db DB, sql string, names []KeyName, scan func(pgx.Row, *T, ...any) error, answer func(int, *T, error)) error {
+	clients, keys := make([]string, len(names)), make([]string, len(names))
+	for i, n := range names {
+		clients[i], keys[i] = n.ClientID, n.Key
+	}
+	rows, err := db.Query(ctx, sql, clients, keys)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	got := make([]*T, len(names))
+	for rows.Next() {
+		var (
+			n int
+			v = new(T)
+		)
+		if err := scan(rows, v, &n); err != nil {
+			return err
+		}
+		if n >= 1 && n <= len(names) {
+			got[n-1] = v
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i, v := range got {
+		if v == nil {
+			answer(i, nil, ErrNotFound)
+		} else {
+			answer(i, v, nil)
+		}
 	}
 	return nil
 }

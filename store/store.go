@@ -54,17 +54,19 @@ type Store struct {
 	pool *pgxpool.Pool
 	// migrated is set once Ready found every migration applied.
 	migrated atomic.Bool
-	// group commits claims of new keys together, and peeks and ops read
-	// keys together (GroupClaims); nil for none.
-	group *claimGroup
-	peeks *batcher[*pendingPeek]
-	ops   *batcher[*pendingOperation]
-	// runs groups the saves and finishes of concurrent runs (GroupRuns);
-	// nil for none.
-	runs *runGroup
+	// claims, peeks and ops are the api's requests, in groups with
+	// GroupClaims; loads, saves, checks and finishes the worker's, with
+	// GroupRuns. Without, each goes alone.
+	claims   *batcher[*groupedClaim, *ClaimResult]
+	peeks    *batcher[KeyName, *Peeked]
+	ops      *batcher[KeyName, *Operation]
+	loads    *batcher[uuid.UUID, *Lead]
+	saves    *batcher[pendingSave, bool]
+	checks   *batcher[Run, struct{}]
+	finishes *batcher[*Finish, *Finished]
 	// announcer sends the announcements of finished keys (announce); nil
 	// on a transaction.
-	announcer *batcher[uuid.UUID]
+	announcer *queue[uuid.UUID]
 	// jobs inserts the jobs the store's transactions start (UseJobs).
 	jobs Jobs
 	// dupWindow is how far back a claim looks for a possible duplicate
@@ -112,8 +114,19 @@ func New(db DB) *Store {
 	s := &Store{db: db}
 	s.pool, _ = db.(*pgxpool.Pool)
 	if s.pool != nil {
-		s.announcer = &batcher[uuid.UUID]{maxBatch: 500, maxInFlight: 1, run: s.announceGroup}
+		s.announcer = &queue[uuid.UUID]{maxBatch: 500, maxInFlight: 1, run: s.announceGroup}
 	}
+	s.claims = &batcher[*groupedClaim, *ClaimResult]{name: "claim keys (grouped)", run: s.claimGroup,
+		single: func(ctx context.Context, c *groupedClaim) (*ClaimResult, error) { return s.claimAlone(ctx, c.p) },
+		twin:   func(c *groupedClaim) any { return KeyName{c.p.ClientID, c.p.Key} }, retryOne: true}
+	s.peeks = &batcher[KeyName, *Peeked]{name: "peek keys (grouped)", run: s.peekGroup, single: s.peekOne}
+	s.ops = &batcher[KeyName, *Operation]{name: "read operations (grouped)", run: s.operationGroup, single: s.operationOne}
+	s.loads = &batcher[uuid.UUID, *Lead]{name: "load leads (grouped)", run: s.loadGroup, single: s.loadOne}
+	s.saves = &batcher[pendingSave, bool]{name: "save leads (grouped)", run: s.saveGroup, single: s.saveOne,
+		twin: func(p pendingSave) any { return p.row.LeadID }}
+	s.checks = &batcher[Run, struct{}]{name: "check holds (grouped)", run: s.checkGroup, single: s.checkOne}
+	s.finishes = &batcher[*Finish, *Finished]{name: "finish leads (grouped)", run: s.finishGroup, single: s.finishOne,
+		twin: func(f *Finish) any { return f.LeadID }}
 	return s
 }
 
