@@ -129,22 +129,23 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 		}
 	}
 	var payload *lead.Payload
-	if peeked != nil && pk != "" && !peeked.Publishable {
-		// Not a page's key: the page learns nothing of it.
-		return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch})
-	}
 	if peeked != nil {
-		same := raw.Matches(peeked.RawHash, peeked.PlainHashes)
-		if !same {
-			if payload, err = decode(); err != nil {
-				return err
+		// The same request when its bytes are the first's, else when its
+		// decoded fingerprint is.
+		res, decided, err := peeked.Answer(pk != "", func() (bool, error) {
+			if raw.Matches(peeked.RawHash, peeked.PlainHashes) {
+				return true, nil
 			}
-			same = sub.hashKey.Request(payload.Fingerprint[:]).Matches(peeked.Fingerprint, peeked.PlainHashes)
+			var err error
+			if payload, err = decode(); err != nil {
+				return false, err
+			}
+			return sub.hashKey.Request(payload.Fingerprint[:]).Matches(peeked.Fingerprint, peeked.PlainHashes), nil
+		})
+		if err != nil {
+			return err
 		}
-		if !same {
-			return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch, State: peeked.Key.State, LeadID: peeked.LeadID})
-		}
-		if res, ok := peeked.Answer(); ok {
+		if decided {
 			return sub.answer(c, clientID, key, res)
 		}
 	}

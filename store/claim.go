@@ -238,34 +238,16 @@ func scanKey(k *lead.Key) []any {
 	return []any{&k.State, &k.Failure, &k.Superseded, &k.Erased, &k.Expired}
 }
 
-// readKeySQL reads a key for a claim: what decides its transitions, and
-// what a retry is answered with.
-const readKeySQL = `
-SELECT ` + keyColumns + `, k.fingerprint_hmac, k.plain_hashes, k.lead_id, k.response_status, k.response_body, k.publishable
-FROM idempotency_keys k WHERE k.client_id = $1 AND k.key = $2`
+// readKeySQL reads a key for a claim, expired or not. A claim compares
+// fingerprints only: it does not read the raw hash.
+var readKeySQL = keySQL(peekColumnsWith("NULL::bytea"), false)
 
-// existingKey is a key a claim found.
-type existingKey struct {
-	key         lead.Key
-	fingerprint []byte
-	plainHashes bool
-	leadID      uuid.UUID
-	response    *response.Final
-	publishable bool
-}
-
-func readKey(ctx context.Context, tx pgx.Tx, clientID, key string) (*existingKey, error) {
-	var (
-		e      existingKey
-		status *int16
-		body   []byte
-	)
-	err := tx.QueryRow(ctx, readKeySQL, clientID, key).Scan(append(scanKey(&e.key), &e.fingerprint, &e.plainHashes, &e.leadID, &status, &body, &e.publishable)...)
-	if err != nil {
+// readKey reads, in tx, the client's key for a claim, expired or not:
+// what decides its transitions, and what a retry is answered with.
+func readKey(ctx context.Context, tx pgx.Tx, clientID, key string) (*Peeked, error) {
+	var e Peeked
+	if err := scanPeeked(tx.QueryRow(ctx, readKeySQL, clientID, key), &e); err != nil {
 		return nil, err
-	}
-	if status != nil {
-		e.response = &response.Final{Status: int(*status), Body: body}
 	}
 	return &e, nil
 }
@@ -363,13 +345,9 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 		if sup := p.Payload.Supersedes; sup != "" {
 			// The key's own state answers first: a retry of an amendment
 			// is a replay, whatever became of the key it supersedes.
-			existing, err := readKey(ctx, tx, p.ClientID, p.Key)
-			switch {
-			case err == nil && !existing.key.Expired:
-				res, err = s.answer(ctx, tx, p, existing)
+			if r, found, err := s.answerIfExists(ctx, tx, p); found || err != nil {
+				res = r
 				return err
-			case err != nil && !errors.Is(err, pgx.ErrNoRows):
-				return fmt.Errorf("claim: %w", err)
 			}
 			var refusal Outcome
 			if ch, refusal, err = inherit(ctx, tx, p); err != nil || refusal != 0 {
@@ -379,13 +357,9 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 		}
 
 		if p.Refuse {
-			existing, err := readKey(ctx, tx, p.ClientID, p.Key)
-			switch {
-			case err == nil && !existing.key.Expired:
-				res, err = s.answer(ctx, tx, p, existing)
+			if r, found, err := s.answerIfExists(ctx, tx, p); found || err != nil {
+				res = r
 				return err
-			case err != nil && !errors.Is(err, pgx.ErrNoRows):
-				return fmt.Errorf("claim: %w", err)
 			}
 			res = &ClaimResult{Outcome: OutcomeSpamRefused}
 			return errNothingToCommit
@@ -409,11 +383,11 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 			if err != nil {
 				return fmt.Errorf("claim: %w", err)
 			}
-			if !existing.key.Allows(lead.KeyTakeOver) {
+			if !existing.Key.Allows(lead.KeyTakeOver) {
 				res, err = s.answer(ctx, tx, p, existing)
 				return err
 			}
-			args := readArgs(existing.key, rowArgs([]keyRow{k}, pgx.NamedArgs{"at_client": p.ClientID, "at_key": p.Key}))
+			args := readArgs(existing.Key, rowArgs([]keyRow{k}, pgx.NamedArgs{"at_client": p.ClientID, "at_key": p.Key}))
 			tag, err := tx.Exec(ctx, takeOverSQL, args)
 			if err != nil {
 				return fmt.Errorf("claim: take over expired key: %w", err)
@@ -523,30 +497,39 @@ func inherit(ctx context.Context, tx pgx.Tx, p *ClaimParams) (chain, Outcome, er
 	return ch, 0, nil
 }
 
-// answer answers a claim whose key exists and is not expired, as
-// lead.Key.Retry says: a different body is a mismatch, a key that a retry
-// re-opens is re-opened, a finished key is replayed, and an unfinished one
-// is in progress. A key not claimed through a publishable key is a
-// mismatch to a request through one, whatever its body.
-func (s *Store) answer(ctx context.Context, tx pgx.Tx, p *ClaimParams, e *existingKey) (*ClaimResult, error) {
-	if p.Publishable && !e.publishable {
-		return &ClaimResult{Outcome: OutcomeMismatch}, errNothingToCommit
+// answerIfExists answers the claim p, in tx, from its key when the key
+// exists and has not expired (found); otherwise the claim goes on.
+func (s *Store) answerIfExists(ctx context.Context, tx pgx.Tx, p *ClaimParams) (res *ClaimResult, found bool, err error) {
+	existing, err := readKey(ctx, tx, p.ClientID, p.Key)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("claim: %w", err)
+	case existing.Key.Expired:
+		return nil, false, nil
 	}
-	if !p.Fingerprint.Matches(e.fingerprint, e.plainHashes) {
-		return &ClaimResult{Outcome: OutcomeMismatch, State: e.key.State, LeadID: e.leadID}, errNothingToCommit
-	}
-	switch e.key.Retry() {
-	case lead.RetryReopens:
-		if err := s.reopenTx(ctx, tx, p.ClientID, p.Key, e.key, lead.KeyReopen, tracing.TraceParent(ctx)); err != nil {
+	res, err = s.answer(ctx, tx, p, existing)
+	return res, true, err
+}
+
+// answer answers, in tx, a claim whose key exists and is not expired, as
+// the key answers a retry (Peeked.Answer), and re-opens the key when a
+// retry re-opens it.
+func (s *Store) answer(ctx context.Context, tx pgx.Tx, p *ClaimParams, e *Peeked) (*ClaimResult, error) {
+	res, decided, _ := e.Answer(p.Publishable, func() (bool, error) {
+		return p.Fingerprint.Matches(e.Fingerprint, e.PlainHashes), nil
+	})
+	switch {
+	case decided:
+		return res, errNothingToCommit
+	case e.Key.Retry() == lead.RetryReopens:
+		if err := s.reopenTx(ctx, tx, p.ClientID, p.Key, e.Key, lead.KeyReopen, tracing.TraceParent(ctx)); err != nil {
 			return nil, err
 		}
-		return &ClaimResult{Outcome: OutcomeReopened, State: lead.KeyProcessing, LeadID: e.leadID}, nil
-	case lead.RetryReplay:
-		return &ClaimResult{Outcome: OutcomeReplayed, State: e.key.State, LeadID: e.leadID, Response: *e.response}, errNothingToCommit
-	case lead.RetryClaims:
-		return nil, errRaced // expired meanwhile: claim it
+		return &ClaimResult{Outcome: OutcomeReopened, State: lead.KeyProcessing, LeadID: e.LeadID}, nil
 	default:
-		return &ClaimResult{Outcome: OutcomeInProgress, State: e.key.State, LeadID: e.leadID}, errNothingToCommit
+		return nil, errRaced // expired meanwhile: claim it
 	}
 }
 
@@ -675,8 +658,8 @@ func scanOperation(row pgx.Row, op *Operation, first ...any) error {
 	return nil
 }
 
-// Peeked is a key as a read outside any transaction found it: enough to
-// answer a retry that cannot change it.
+// Peeked is a key as a read found it (Peek's, outside any transaction, or
+// a claim's): enough to answer a retry (Answer).
 type Peeked struct {
 	Key    lead.Key
 	LeadID uuid.UUID
@@ -695,22 +678,42 @@ type Peeked struct {
 	Publishable bool
 }
 
-// Answer is what a retry with the same request gets from the key, when a
-// read can decide it: replayed (finished), or in progress; false when only
-// a claim can (the key may be re-opened).
-func (p *Peeked) Answer() (*ClaimResult, bool) {
+// Answer is how the key answers a retry when a read can decide it (a
+// mismatch, a replay, a key in progress), and false when only a claim can
+// (lead.Key.Retry: the retry re-opens the key, or claims it). publishable
+// says the request came through a publishable key: a key not claimed
+// through one is a mismatch to it, whatever its body, and says nothing of
+// itself. same reports whether the request is the key's (its fingerprint
+// matches); it is asked only when that decides, and its error is
+// returned.
+func (p *Peeked) Answer(publishable bool, same func() (bool, error)) (*ClaimResult, bool, error) {
+	if publishable && !p.Publishable {
+		return &ClaimResult{Outcome: OutcomeMismatch}, true, nil
+	}
+	ok, err := same()
+	switch {
+	case err != nil:
+		return nil, false, err
+	case !ok:
+		return &ClaimResult{Outcome: OutcomeMismatch, State: p.Key.State, LeadID: p.LeadID}, true, nil
+	}
 	switch p.Key.Retry() {
 	case lead.RetryReplay:
-		return &ClaimResult{Outcome: OutcomeReplayed, State: p.Key.State, LeadID: p.LeadID, Response: p.Response}, true
+		return &ClaimResult{Outcome: OutcomeReplayed, State: p.Key.State, LeadID: p.LeadID, Response: p.Response}, true, nil
 	case lead.RetryInProgress:
-		return &ClaimResult{Outcome: OutcomeInProgress, State: p.Key.State, LeadID: p.LeadID}, true
+		return &ClaimResult{Outcome: OutcomeInProgress, State: p.Key.State, LeadID: p.LeadID}, true, nil
 	default:
-		return nil, false
+		return nil, false, nil
 	}
 }
 
 // peekColumns are what Peek reads of a key k.
-const peekColumns = keyColumns + `, k.lead_id, k.fingerprint_hmac, k.raw_hmac, k.plain_hashes, k.response_status, k.response_body, k.publishable`
+var peekColumns = peekColumnsWith("k.raw_hmac")
+
+// peekColumnsWith are peekColumns with raw for the raw hash.
+func peekColumnsWith(raw string) string {
+	return keyColumns + `, k.lead_id, k.fingerprint_hmac, ` + raw + `, k.plain_hashes, k.response_status, k.response_body, k.publishable`
+}
 
 var (
 	peekSQL  = keySQL(peekColumns, true)

@@ -29,13 +29,13 @@ func (s *Store) Release(ctx context.Context, clientID string, keys []string) (*R
 			name := KeyName{ClientID: clientID, Key: key}
 			e, err := readKey(ctx, tx, clientID, key)
 			switch {
-			case errors.Is(err, pgx.ErrNoRows) || err == nil && e.key.Expired:
+			case errors.Is(err, pgx.ErrNoRows) || err == nil && e.Key.Expired:
 				out.Skipped = append(out.Skipped, Skipped{KeyName: name, State: StateNotFound})
 				continue
 			case err != nil:
 				return err
-			case !e.key.Allows(lead.KeyRelease):
-				out.Skipped = append(out.Skipped, Skipped{KeyName: name, State: whyNotReleased(e.key)})
+			case !e.Key.Allows(lead.KeyRelease):
+				out.Skipped = append(out.Skipped, Skipped{KeyName: name, State: whyNotReleased(e.Key)})
 				continue
 			}
 			// A quarantined amendment supersedes its key now, if nothing
@@ -57,7 +57,7 @@ WHERE client_id = $1 AND key = $2 AND (superseded_by IS NULL OR superseded_by = 
 					continue
 				}
 			}
-			if err := s.reopenTx(ctx, tx, clientID, key, e.key, lead.KeyRelease, ""); err != nil {
+			if err := s.reopenTx(ctx, tx, clientID, key, e.Key, lead.KeyRelease, ""); err != nil {
 				return err
 			}
 			out.Keys = append(out.Keys, name)
