@@ -1,15 +1,20 @@
-// Package store owns leadintake's two tables, idempotency_keys and leads:
-// every statement that reads or writes them is here, with typed states that
-// match their CHECK constraints. The api claims keys and answers replays and
-// polls through it; the worker runs leads, finishes them, reconciles and
-// cleans up through it. Nothing here knows HTTP, River or the downstream
-// services: the enqueue step of a claim, and the completion of a job in a
-// finishing transaction, are handed in by the caller.
+// Package store owns leadintake's tables: idempotency_keys and leads; the
+// callbacks outbox; the shared state of each downstream (downstreams); the
+// delivery log of each lead's calls (lead_calls); and the logs of erasures
+// and redrives. Every statement that reads or writes them is here, with
+// typed states that match their CHECK constraints. The api claims keys and
+// answers replays and polls through it; the worker runs, finishes,
+// reconciles and cleans up leads, and shares what it knows of the
+// downstreams, through it; operators erase, redrive and release through it.
+// Nothing here knows HTTP, River or the downstream services: the jobs its
+// transactions start are inserted by the caller's Jobs.
 //
 // A claimed key, its lead and its job commit in one transaction; a finished
-// key's response, its lead's result and its job's completion in another.
-// Every write of a worker's run is fenced: it applies only while no later
-// run of the same lead has started (see Run).
+// key's response, its lead's result, its callback's delivery and the
+// wake-up of an amendment waiting for it in another, on disk before the
+// finish returns. Every write of a worker's run is fenced: it applies only
+// while no later run of the same lead has started (see Run). Concurrent
+// requests of one kind may run as one statement (GroupClaims, GroupRuns).
 package store
 
 import (
@@ -47,7 +52,7 @@ type DB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// Store is the key and lead store. It is safe for concurrent use.
+// Store is leadintake's store. It is safe for concurrent use.
 type Store struct {
 	db DB
 	// pool is db when it is a pool: Ready needs one.
