@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -26,6 +27,19 @@ func (o GroupOpts) withDefaults() GroupOpts {
 	o.MaxInFlight = cmp.Or(o.MaxInFlight, 4)
 	o.Timeout = cmp.Or(o.Timeout, 5*time.Second)
 	return o
+}
+
+// startGroups starts bs with o, on a store on a pool: a group runs on a
+// connection of its own.
+func (s *Store) startGroups(o GroupOpts, bs ...interface{ start(GroupOpts) }) error {
+	if s.pool == nil {
+		return errors.New("store: groups need a store on a pool")
+	}
+	o = o.withDefaults()
+	for _, b := range bs {
+		b.start(o)
+	}
+	return nil
 }
 
 // batcher does concurrent requests of one kind in groups: one statement (or

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -21,14 +20,7 @@ import (
 // for how groups form. It needs a store on a pool, and is set once, before
 // the store is used.
 func (s *Store) GroupClaims(o GroupOpts) error {
-	if s.pool == nil {
-		return errors.New("store: group commit needs a store on a pool")
-	}
-	o = o.withDefaults()
-	s.claims.start(o)
-	s.peeks.start(o)
-	s.ops.start(o)
-	return nil
+	return s.startGroups(o, s.claims, s.peeks, s.ops)
 }
 
 // groupedClaim is one claim of a new key in a group. leadID is drawn

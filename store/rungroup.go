@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -18,15 +17,7 @@ import (
 // how groups form. It needs a store on a pool, and is set once, before the
 // store is used.
 func (s *Store) GroupRuns(o GroupOpts) error {
-	if s.pool == nil {
-		return errors.New("store: grouped runs need a store on a pool")
-	}
-	o = o.withDefaults()
-	s.loads.start(o)
-	s.saves.start(o)
-	s.checks.start(o)
-	s.finishes.start(o)
-	return nil
+	return s.startGroups(o, s.loads, s.saves, s.checks, s.finishes)
 }
 
 // loadOne reads one lead alone.
