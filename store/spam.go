@@ -94,7 +94,7 @@ func (s *Store) Quarantined(ctx context.Context, f QuarantineFilter) ([]Quaranti
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	rows, err := s.db.Query(ctx, `
+	return selectAll[QuarantinedKey](ctx, s.db, "quarantined keys", `
 SELECT k.client_id, k.key, k.lead_id, k.created_at, coalesce(l.spam_reasons, '{}')
 FROM idempotency_keys k
 JOIN leads l ON l.id = k.lead_id
@@ -103,14 +103,6 @@ WHERE k.state = 'quarantined' AND (k.expires_at IS NULL OR k.expires_at > now())
   AND ($2::float8 = 0 OR k.created_at > now() - $2::float8 * interval '1 second')
 ORDER BY k.created_at, k.client_id, k.key
 LIMIT $3`, f.ClientID, f.Since.Seconds(), f.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("quarantined keys: %w", err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[QuarantinedKey])
-	if err != nil {
-		return nil, fmt.Errorf("quarantined keys: %w", err)
-	}
-	return keys, nil
 }
 
 // QuarantinedEnquiry is a quarantined key with the enquiry it holds, for

@@ -20,6 +20,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -109,6 +110,20 @@ type Jobs interface {
 // UseJobs sets the store's Jobs. It is set once, before the store is used
 // for anything that starts work (a claim, a finish, a resume).
 func (s *Store) UseJobs(j Jobs) { s.jobs = j }
+
+// selectAll runs the query sql and returns its rows as T, a column a field
+// in order; what names the query in its errors.
+func selectAll[T any](ctx context.Context, db DB, what, sql string, args ...any) ([]T, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	var all []T
+	if err == nil {
+		all, err = pgx.CollectRows(rows, pgx.RowToStructByPos[T])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return all, nil
+}
 
 // errNoJobs is the error of a transaction that would start work on a store
 // without Jobs.
