@@ -66,3 +66,20 @@ func (c *Cached[T]) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, value, labels...)
 	})
 }
+
+// Collectors is several collectors as one.
+type Collectors []prometheus.Collector
+
+// Describe describes every collector.
+func (cs Collectors) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range cs {
+		c.Describe(ch)
+	}
+}
+
+// Collect collects every collector.
+func (cs Collectors) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cs {
+		c.Collect(ch)
+	}
+}
