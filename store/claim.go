@@ -607,11 +607,6 @@ type Operation struct {
 const operationColumns = `k.state, k.lead_id, k.created_at, k.updated_at, k.expires_at, k.response_status, k.response_body,
        coalesce(k.supersedes, ''), coalesce(k.superseded_by, ''), k.publishable`
 
-var (
-	operationSQL  = keySQL(operationColumns, true)
-	operationsSQL = keysSQL(operationColumns)
-)
-
 // Operation returns the client's key, or ErrNotFound when the client has no
 // such key (another client's key included) or its retention has passed.
 // With GroupClaims, concurrent reads (polls, and the looks of requests
@@ -619,25 +614,12 @@ var (
 // listening connection comes back) are read together, in one statement a
 // group, at most GroupOpts.MaxInFlight statements at a time.
 func (s *Store) Operation(ctx context.Context, clientID, key string) (*Operation, error) {
-	op, err := s.ops.do(ctx, KeyName{clientID, key})
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return nil, ErrNotFound
-	case err != nil:
-		return nil, fmt.Errorf("operation: %w", err)
+	op, err := lookUp(ctx, s.ops, "operation", clientID, key)
+	if err != nil {
+		return nil, err
 	}
 	op.Key = key
 	return op, nil
-}
-
-// operationOne reads one operation alone.
-func (s *Store) operationOne(ctx context.Context, name KeyName) (*Operation, error) {
-	return readKeyAlone(ctx, s.db, operationSQL, name, scanOperation)
-}
-
-// operationGroup reads a group of operations in one statement.
-func (s *Store) operationGroup(ctx context.Context, names []KeyName, answer func(int, *Operation, error)) error {
-	return readKeys(ctx, s.pool, operationsSQL, names, scanOperation, answer)
 }
 
 // scanOperation scans a row of operationColumns, after the columns first
@@ -715,11 +697,6 @@ func peekColumnsWith(raw string) string {
 	return keyColumns + `, k.lead_id, k.fingerprint_hmac, ` + raw + `, k.plain_hashes, k.response_status, k.response_body, k.publishable`
 }
 
-var (
-	peekSQL  = keySQL(peekColumns, true)
-	peeksSQL = keysSQL(peekColumns)
-)
-
 // Peek reads the client's key in one statement outside any transaction,
 // and returns ErrNotFound when there is none or it expired. It decides
 // nothing a claim decides: a key it does not find may be claimed by
@@ -729,24 +706,7 @@ var (
 // submissions. With GroupClaims, concurrent peeks are read together, in
 // one statement.
 func (s *Store) Peek(ctx context.Context, clientID, key string) (*Peeked, error) {
-	pk, err := s.peeks.do(ctx, KeyName{clientID, key})
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return nil, ErrNotFound
-	case err != nil:
-		return nil, fmt.Errorf("peek: %w", err)
-	}
-	return pk, nil
-}
-
-// peekOne reads one key alone.
-func (s *Store) peekOne(ctx context.Context, name KeyName) (*Peeked, error) {
-	return readKeyAlone(ctx, s.db, peekSQL, name, scanPeeked)
-}
-
-// peekGroup reads a group of keys in one statement.
-func (s *Store) peekGroup(ctx context.Context, names []KeyName, answer func(int, *Peeked, error)) error {
-	return readKeys(ctx, s.pool, peeksSQL, names, scanPeeked, answer)
+	return lookUp(ctx, s.peeks, "peek", clientID, key)
 }
 
 // scanPeeked scans a row of peekColumns, after the columns first (the
@@ -794,6 +754,32 @@ CROSS JOIN LATERAL (
     WHERE k1.client_id = g.client_id AND k1.key = g.key AND (k1.expires_at IS NULL OR k1.expires_at > now())
     LIMIT 1
 ) k`
+}
+
+// newKeyReader returns the batcher of reads of live keys' columns,
+// scanned by scan, recorded as name in a grouped read's traces.
+func newKeyReader[T any](s *Store, name, columns string, scan func(pgx.Row, *T, ...any) error) *batcher[KeyName, *T] {
+	one, many := keySQL(columns, true), keysSQL(columns)
+	return &batcher[KeyName, *T]{
+		name: name,
+		run: func(ctx context.Context, names []KeyName, answer func(int, *T, error)) error {
+			return readKeys(ctx, s.pool, many, names, scan, answer)
+		},
+		single: func(ctx context.Context, n KeyName) (*T, error) { return readKeyAlone(ctx, s.db, one, n, scan) },
+	}
+}
+
+// lookUp reads the client's key with b: ErrNotFound as it is, any other
+// error as what's.
+func lookUp[T any](ctx context.Context, b *batcher[KeyName, *T], what, clientID, key string) (*T, error) {
+	v, err := b.do(ctx, KeyName{clientID, key})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, ErrNotFound
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return v, nil
 }
 
 // readKeyAlone reads the key name with sql (of keySQL), scanned by scan;

@@ -139,8 +139,8 @@ func New(db DB) *Store {
 	s.claims = &batcher[*groupedClaim, *ClaimResult]{name: "claim keys (grouped)", run: s.claimGroup,
 		single: func(ctx context.Context, c *groupedClaim) (*ClaimResult, error) { return s.claimAlone(ctx, c.p) },
 		twin:   func(c *groupedClaim) any { return KeyName{c.p.ClientID, c.p.Key} }, retryOne: true}
-	s.peeks = &batcher[KeyName, *Peeked]{name: "peek keys (grouped)", run: s.peekGroup, single: s.peekOne}
-	s.ops = &batcher[KeyName, *Operation]{name: "read operations (grouped)", run: s.operationGroup, single: s.operationOne}
+	s.peeks = newKeyReader(s, "peek keys (grouped)", peekColumns, scanPeeked)
+	s.ops = newKeyReader(s, "read operations (grouped)", operationColumns, scanOperation)
 	s.loads = &batcher[uuid.UUID, *Lead]{name: "load leads (grouped)", run: s.loadGroup, single: s.loadOne}
 	s.saves = &batcher[pendingSave, bool]{name: "save leads (grouped)", run: s.saveGroup, single: s.saveOne,
 		twin: func(p pendingSave) any { return p.row.LeadID }}
