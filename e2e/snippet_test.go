@@ -3,9 +3,15 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -327,5 +333,108 @@ func TestSnippetRateLimited(t *testing.T) {
 	}
 	if out := s.apiOutcomes(); out["rate_limited"] != 1 {
 		t.Errorf("POST /v1/leads outcomes %v, want one rate_limited", out)
+	}
+}
+
+// outageProxy stands where a load balancer stands in front of the api:
+// while the api is "down" it answers every request itself, preflights
+// included, with a 502 error page that carries no CORS headers (which the
+// browser shows the page as a network failure, exactly like a refused
+// origin); once up, it passes everything on.
+type outageProxy struct {
+	url string
+	up  atomic.Bool
+	// refused counts the requests it answered 502, by "METHOD path".
+	mu      sync.Mutex
+	refused map[string]int
+}
+
+func newOutageProxy(t *testing.T, apiURL string) *outageProxy {
+	t.Helper()
+	target, err := url.Parse(apiURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &outageProxy{refused: map[string]int{}}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.up.Load() {
+			forward.ServeHTTP(w, r)
+			return
+		}
+		p.mu.Lock()
+		p.refused[r.Method+" "+r.URL.Path]++
+		p.mu.Unlock()
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, "<html><body><h1>502 Bad Gateway</h1></body></html>")
+	}))
+	t.Cleanup(srv.Close)
+	p.url = srv.URL
+	return p
+}
+
+// refusedCount is how many times it answered 502 to method and path.
+func (p *outageProxy) refusedCount(method, path string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused[method+" "+path]
+}
+
+// While the api is down behind its load balancer, whose 502 error pages
+// carry no CORS headers, the page cannot tell them from a refusal by its
+// browser: it keeps the enquiry and keeps trying, and once the api is back
+// the enquiry arrives, once.
+func TestSnippetWaitsOutABadGateway(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	site := newDemoSite(t)
+	s.startAPI("CLIENTS_FILE=" + siteClientsFile(t, site.origin))
+	s.startWorker()
+	proxy := newOutageProxy(t, s.apiURL)
+	site.start(t, web.DemoConfig{API: proxy.url, PublishableKey: sitePK, Timeout: 5 * time.Minute, Wait: 2 * time.Second})
+	p := newPage(t)
+	p.open(site.origin + "/")
+	p.recordProgress()
+	p.fill(enquiry)
+	p.submit()
+	// Three attempts refused: more than the snippet once took for a
+	// refusal of its origin.
+	state := func() string { return p.eval(`document.getElementById("enquiry").dataset.leadintakeState ?? ""`) }
+	testkit.EventuallyWithin(t, pagePatience, "three attempts met by 502", func() bool {
+		return proxy.refusedCount(http.MethodOptions, "/v1/leads") >= 3 || state() == "failed"
+	})
+	if state := state(); state != "retrying" && state != "saving" {
+		t.Fatalf("while the api is down the form is %q, want retrying\n%s", state, p.describe())
+	}
+	if key, body := p.pending(); key == "" || body == "" {
+		t.Fatalf("while the api is down the browser keeps %q %q; want the enquiry with its key", key, body)
+	}
+	p.screenshot("down")
+	proxy.up.Store(true)
+	status := p.waitState("done")
+	p.screenshot("done")
+	if !strings.Contains(status, "Thank you") {
+		t.Errorf("done: the visitor is told %q", status)
+	}
+	events := p.progress()
+	t.Logf("progress events: %q", events)
+	for _, e := range events {
+		if strings.HasPrefix(e, "retrying lost") {
+			t.Errorf("progress %q: a 502 without CORS headers is the api out of reach (offline), not a lost answer", events)
+			break
+		}
+	}
+	if keys := s.siteKeys(); len(keys) != 1 {
+		t.Fatalf("keys %v, want one", keys)
+	}
+	if n := s.count(`SELECT count(*) FROM leads`); n != 1 {
+		t.Fatalf("%d leads, want 1", n)
+	}
+	if out := s.apiOutcomes(); out["claimed"] != 1 {
+		t.Errorf("POST /v1/leads outcomes %v, want one claim", out)
+	}
+	if raw, _ := p.stored(); raw != "" {
+		t.Errorf("after the final answer the browser keeps %s", raw)
 	}
 }

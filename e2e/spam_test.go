@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/leadintake/leadintake/web"
 )
 
@@ -171,7 +173,7 @@ func TestSpamQuarantinedOnTheDemoForm(t *testing.T) {
 }
 
 // siteverify is a stand-in for a captcha's siteverify service: a token is
-// good when it is "good"; it keeps what it was asked.
+// good when it starts with "good"; it keeps what it was asked.
 type siteverify struct {
 	srv *httptest.Server
 
@@ -193,7 +195,7 @@ func newSiteverify(t *testing.T) *siteverify {
 		v.asked = append(v.asked, form)
 		v.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"success": %t}`, form.Get("secret") == "captcha-secret" && form.Get("response") == "good")
+		fmt.Fprintf(w, `{"success": %t}`, form.Get("secret") == "captcha-secret" && strings.HasPrefix(form.Get("response"), "good"))
 	}))
 	t.Cleanup(v.srv.Close)
 	return v
@@ -206,8 +208,9 @@ func (v *siteverify) requests() []url.Values {
 }
 
 // A person on a form with a captcha: the form sent a few seconds after it
-// was shown, with the widget's good token, becomes a lead as ever. The
-// same form with a token that fails verification is quarantined.
+// was shown, with the widget's good token, becomes a lead as ever, also
+// with hCaptcha's token of several KiB. The same form with a token that
+// fails verification is quarantined.
 func TestSpamCaptchaOnTheDemoForm(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, nil)
@@ -220,16 +223,21 @@ func TestSpamCaptchaOnTheDemoForm(t *testing.T) {
 	p := newPage(t)
 
 	// The widget leaves its token in a hidden field of the form, as
-	// Turnstile does.
-	widget := func(token string) {
-		p.eval(`(() => { const f = document.getElementById("enquiry"); let el = f.querySelector("[name=cf-turnstile-response]");
-		  if (!el) { el = document.createElement("input"); el.type = "hidden"; el.name = "cf-turnstile-response"; f.append(el); }
+	// Turnstile (cf-turnstile-response) and hCaptcha (h-captcha-response)
+	// do.
+	widget := func(field, token string) {
+		p.eval(`(() => { const f = document.getElementById("enquiry"); let el = f.querySelector("[name=` + field + `]");
+		  if (!el) { el = document.createElement("input"); el.type = "hidden"; el.name = "` + field + `"; f.append(el); }
 		  el.value = ` + jsString(token) + `; return ""; })()`)
 	}
 	// A person takes longer than the default two seconds.
 	person := func(token string) {
+		field := "cf-turnstile-response"
+		if len(token) > 2048 {
+			field = "h-captcha-response"
+		}
 		p.fill(enquiry)
-		widget(token)
+		widget(field, token)
 		time.Sleep(3 * time.Second)
 		p.submit()
 		if status := p.waitState("done"); !strings.Contains(status, "Thank you") {
@@ -247,13 +255,24 @@ func TestSpamCaptchaOnTheDemoForm(t *testing.T) {
 	forged := s.newSiteKey([]string{good})
 	s.waitSiteState(forged, "quarantined")
 
+	// hCaptcha's tokens run to several KiB.
+	hcaptcha := "good-P1_" + strings.Repeat("eyJ0eXAiOiJKV1Qi", 375)
+	p.reload()
+	person(hcaptcha)
+	long := s.newSiteKey([]string{good, forged})
+	s.waitSiteState(long, "completed")
+
 	asked := verify.requests()
-	if len(asked) != 2 {
+	if len(asked) != 3 {
 		t.Fatalf("siteverify asked %d times, want once per new key", len(asked))
 	}
-	for i, want := range []string{"good", "forged"} {
-		if f := asked[i]; f.Get("response") != want || f.Get("secret") != "captcha-secret" || f.Get("remoteip") != "127.0.0.1" {
-			t.Errorf("siteverify request %d: %v, want response %s, the secret and remoteip 127.0.0.1", i, f, want)
+	for i, want := range []string{"good", "forged", hcaptcha} {
+		f := asked[i]
+		if f.Get("response") != want || f.Get("secret") != "captcha-secret" || f.Get("remoteip") != "127.0.0.1" {
+			t.Errorf("siteverify request %d: %.200v, want response %.20s... (%d bytes), the secret and remoteip 127.0.0.1", i, f, want, len(want))
+		}
+		if _, err := uuid.Parse(f.Get("idempotency_key")); err != nil {
+			t.Errorf("siteverify request %d: idempotency_key %q, want a UUID", i, f.Get("idempotency_key"))
 		}
 	}
 	list := s.spamCommand(clients, "list", "--json")
@@ -261,7 +280,7 @@ func TestSpamCaptchaOnTheDemoForm(t *testing.T) {
 	if err := json.Unmarshal([]byte(list.stdout), &listed); err != nil || len(listed) != 1 || listed[0].Key != forged || !slices.Equal(listed[0].Reasons, []string{"captcha_failed"}) {
 		t.Fatalf("spam list: %s %s, want %s captcha_failed", list.stdout, list.stderr, forged)
 	}
-	if st := s.fake.State(); st.Totals.CRMWrites != 1 || st.Totals.Notifications != 1 {
-		t.Fatalf("downstream: %+v, want the person's enquiry alone", st.Totals)
+	if st := s.fake.State(); st.Totals.CRMWrites != 2 || st.Totals.Notifications != 2 {
+		t.Fatalf("downstream: %+v, want the two good enquiries alone", st.Totals)
 	}
 }

@@ -48,6 +48,32 @@ func TestAmendmentClaims(t *testing.T) {
 		t.Parallel()
 		key := testkit.NewKey()
 		api.send(t, amend(key, key, otherBody)).requireError(t, http.StatusUnprocessableEntity, response.CodeSupersedesInvalid)
+		if keyStored(t, api.Pool, "a", key) {
+			t.Fatal("the refused amendment stored its key")
+		}
+		// Validation first.
+		api.send(t, amend(key, key, `{"email":"ada@example.com"}`)).requireError(t, http.StatusUnprocessableEntity, response.CodeValidationFailed)
+	})
+
+	// A key that exists answers first, by the outcome table: the same key
+	// with another Supersedes (here its own) is another request.
+	t.Run("ItsOwnExistingKeyIsReused", func(t *testing.T) {
+		t.Parallel()
+		original := claimed(t)
+		for _, body := range []string{validBody, otherBody} {
+			api.send(t, amend(original, original, body)).requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)
+		}
+		amendment := testkit.NewKey()
+		api.send(t, amend(amendment, original, otherBody)).requireAccepted(t, amendment, false)
+		api.send(t, amend(amendment, amendment, otherBody)).requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)
+		// Finished, the same.
+		finishKey(t, api, original, finish{Body: `{"status":"completed","lead_id":"L1","crm_id":"crm_1","score":85,"tier":"hot","notified":true,"warnings":[]}`})
+		api.send(t, amend(original, original, validBody)).requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)
+		// A page's key too.
+		page := testkit.NewKey()
+		api.send(t, api.submission(page, validBody, fromPage(shopOrigin))).requireAccepted(t, page, false)
+		api.send(t, api.submission(page, validBody, fromPage(shopOrigin), withHeader("Supersedes", page))).
+			requireError(t, http.StatusUnprocessableEntity, response.CodeKeyReused)
 	})
 
 	t.Run("RefusesUnknownForeignAndExpiredKeys", func(t *testing.T) {

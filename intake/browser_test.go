@@ -130,6 +130,20 @@ func TestBrowsers(t *testing.T) {
 		}
 	})
 
+	// Any page may read /healthz: the snippet tells by it the api that
+	// refuses its origin from an api out of reach (a load balancer's 502).
+	t.Run("HealthzIsReadableByAnyPage", func(t *testing.T) {
+		t.Parallel()
+		for _, origin := range []string{"https://evil.example", shopOrigin} {
+			req := newRequest(t, api, http.MethodGet, "/healthz")
+			req.Header.Set("Origin", origin)
+			res := api.send(t, req)
+			if res.Status != http.StatusOK || res.Header.Get("Access-Control-Allow-Origin") != "*" || string(res.Body) != `{"status":"ok"}` {
+				t.Errorf("GET /healthz from %s: %d %v %s; want 200, Access-Control-Allow-Origin: *, status ok", origin, res.Status, res.Header, res.Body)
+			}
+		}
+	})
+
 	t.Run("UnknownPublishableKey", func(t *testing.T) {
 		t.Parallel()
 		res := api.send(t, api.submission(testkit.NewKey(), validBody, func(r *http.Request) {
@@ -232,6 +246,51 @@ func TestPublishableKeysReachOnlyPageKeys(t *testing.T) {
 	api.send(t, api.submission(amendment, otherBody, fromPage(shopOrigin), withHeader("Supersedes", page))).requireAccepted(t, amendment, false)
 	if op := api.send(t, edited(api.operation(tokenA, amendment), fromPage(shopOrigin))); op.Status != http.StatusOK {
 		t.Errorf("the page's GET of its amendment: %d", op.Status)
+	}
+}
+
+// Nor does a page learn a key's name that it may not see: in its
+// operations, supersedes and superseded_by name only keys submitted with a
+// publishable key of its client, and are null otherwise. The client's
+// server sees the whole chain.
+func TestPublishableKeysLearnNoOtherKeyNames(t *testing.T) {
+	t.Parallel()
+	api := newTestAPI(t, nil)
+	page := fromPage(shopOrigin)
+	pageOperation := func(t *testing.T, key string) (operationBody, string) {
+		t.Helper()
+		res := api.send(t, edited(api.operation(tokenA, key), page))
+		var op operationBody
+		if res.Status != http.StatusOK || decodeStrict(res.Body, &op) != nil {
+			t.Fatalf("the page's GET of %s: %d %s", key, res.Status, res.Body)
+		}
+		return op, string(res.Body)
+	}
+
+	// A page's amendment of its own key: both are the page's to see.
+	first, amendment := testkit.NewKey(), testkit.NewKey()
+	api.send(t, api.submission(first, validBody, page)).requireAccepted(t, first, false)
+	api.send(t, api.submission(amendment, otherBody, page, withHeader("Supersedes", first))).requireAccepted(t, amendment, false)
+	if op, _ := pageOperation(t, first); deref(op.SupersededBy) != amendment {
+		t.Errorf("the page's key superseded by the page's amendment: superseded_by %v, want %s", op.SupersededBy, amendment)
+	}
+	if op, _ := pageOperation(t, amendment); deref(op.Supersedes) != first {
+		t.Errorf("the page's amendment: supersedes %v, want %s", op.Supersedes, first)
+	}
+
+	// The client's server amends a page's key under a key of its own: the
+	// page sees its key superseded, by no key it is told.
+	pageKey, serverKey := testkit.NewKey(), testkit.NewKey()
+	api.send(t, api.submission(pageKey, validBody, page)).requireAccepted(t, pageKey, false)
+	api.send(t, api.submission(serverKey, otherBody, withHeader("Supersedes", pageKey))).requireAccepted(t, serverKey, false)
+	if op, body := pageOperation(t, pageKey); op.SupersededBy != nil || strings.Contains(body, serverKey) {
+		t.Errorf("the page's GET of its key superseded by the server's: %s; want superseded_by null, no server key named", body)
+	}
+	if op := getOperation(t, api, pageKey); deref(op.SupersededBy) != serverKey {
+		t.Errorf("the server's GET of the page's key: superseded_by %v, want %s", op.SupersededBy, serverKey)
+	}
+	if op := getOperation(t, api, serverKey); deref(op.Supersedes) != pageKey {
+		t.Errorf("the server's GET of its amendment: supersedes %v, want %s", op.Supersedes, pageKey)
 	}
 }
 

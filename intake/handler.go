@@ -54,7 +54,8 @@ type HandlerOpts struct {
 	// possible duplicate. Required.
 	HashKey lead.HashKey
 	// Spam verifies the captchas of the publishable keys whose policy has
-	// one; default a Verifier bounded by RequestTimeout.
+	// one; default a Verifier bounded by half of RequestTimeout (each
+	// verification is bounded so, whatever the Verifier's own bound).
 	Spam *spam.Verifier
 	// KeyRetention is how long a quarantined key is kept (KEY_RETENTION);
 	// default a week.
@@ -83,7 +84,7 @@ func NewHandler(opts *HandlerOpts) *echo.Echo {
 		o.MaxWait = DefaultMaxWait
 	}
 	if o.Spam == nil {
-		o.Spam = spam.NewVerifier(o.RequestTimeout)
+		o.Spam = spam.NewVerifier(o.RequestTimeout / 2)
 	}
 	if o.KeyRetention <= 0 {
 		o.KeyRetention = 7 * 24 * time.Hour

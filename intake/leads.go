@@ -92,6 +92,10 @@ func requireJSON(req *http.Request) error {
 // transaction, and its body is not decoded again when its bytes are the
 // first request's, while retries are common enough for the read to pay
 // (peekPolicy); otherwise the claim answers it. Only a claim claims.
+//
+// A page's new key is refused in the contract's order, before anything is
+// spent on it: validation, its Supersedes (the key it amends, read and
+// judged), the page's rate limit, then the spam verdict.
 func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) error {
 	req := c.Request()
 	st, timeout := sub.store, sub.timeout
@@ -99,9 +103,9 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	if err != nil {
 		return err
 	}
-	if supersedes == key {
-		return response.Errorf(response.CodeSupersedesInvalid, "a request cannot supersede its own Idempotency-Key")
-	}
+	// A request that names its own key in Supersedes: the key's own state
+	// answers first (below), as for any request whose key exists.
+	ownKey := supersedes == key
 	decode := func() (*lead.Payload, error) {
 		payload, err := lead.Decode(body, sub.decode)
 		if err != nil {
@@ -120,15 +124,28 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	defer cancel()
 	pk := publishableKeyOf(c)
 	var peeked *store.Peeked
-	if pk != "" || sub.peeks.wanted() {
+	policyPeek := pk == "" && sub.peeks.wanted()
+	if pk != "" || policyPeek || ownKey {
 		if peeked, err = st.Peek(ctx, clientID, key); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return storeError(err)
 		}
-		if pk == "" && peeked != nil {
+		if policyPeek && peeked != nil {
 			sub.peeks.observe(true)
 		}
 	}
 	var payload *lead.Payload
+	if ownKey {
+		// Validation first; then a key that exists was never sent with
+		// Supersedes naming itself: this is another request under it.
+		if _, err := decode(); err != nil {
+			return err
+		}
+		if peeked == nil {
+			return response.Errorf(response.CodeSupersedesInvalid, "a request cannot supersede its own Idempotency-Key")
+		}
+		res, _, _ := peeked.Answer(pk != "", func() (bool, error) { return false, nil })
+		return sub.answer(c, clientID, key, res)
+	}
 	if peeked != nil {
 		// The same request when its bytes are the first's, else when its
 		// decoded fingerprint is.
@@ -162,7 +179,17 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 	}
 	if pk != "" && peeked == nil {
 		// Only a submission that would claim a new key counts, and is
-		// judged: a retry, a re-open, never.
+		// judged: a retry, a re-open, never. An amendment that could not
+		// amend its key is refused first, spending neither.
+		if supersedes != "" {
+			refusal, err := st.Supersedable(ctx, clientID, key, supersedes, true)
+			if err != nil {
+				return storeError(err)
+			}
+			if refusal != 0 {
+				return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: refusal})
+			}
+		}
 		addr := clientAddr(req, sub.trusted)
 		if sub.limits != nil {
 			if ok, wait := sub.limits.allow(pk, addr); !ok {
@@ -189,7 +216,9 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 // key pk, when its policy asks for one (callers.Spam): spam is quarantined
 // or refused as the policy says (p.Quarantine, p.Refuse), and counted. A
 // captcha that cannot be verified refuses the request for now: 503
-// captcha_unavailable, nothing stored.
+// captcha_unavailable, nothing stored. The verification has at most half
+// of the request's time: a single-use token is not spent on a claim left
+// too little time to commit.
 func (sub *submitter) judge(ctx context.Context, c echo.Context, pk string, addr netip.Addr, p *store.ClaimParams) error {
 	policy := sub.callers.Set().SpamPolicy(pk)
 	if policy == nil {
@@ -199,7 +228,10 @@ func (sub *submitter) judge(ctx context.Context, c echo.Context, pk string, addr
 	if addr.IsValid() {
 		remote = addr.String()
 	}
-	reasons, err := sub.spam.Judge(ctx, policy, c.Request().Header.Values(spam.Header), remote, p.ClientID+"\x00"+p.Key)
+	vctx, cancel := context.WithTimeout(ctx, sub.timeout/2)
+	defer cancel()
+	reasons, err := sub.spam.Judge(vctx, policy, c.Request().Header.Values(spam.Header), remote,
+		spam.Submission{ClientID: p.ClientID, Key: p.Key, Fingerprint: p.Fingerprint.MAC})
 	if err != nil {
 		return &response.Error{Code: response.CodeCaptchaUnavailable,
 			Message: "the captcha could not be verified just now; send the enquiry again", Err: err}

@@ -61,11 +61,44 @@ func handleOperationGet(st *store.Store, waiters *Waiters, timeout time.Duration
 			}
 		}
 		body := operationBodyOf(op)
-		if body.Response != nil && publishableKeyOf(c) != "" {
-			body.Response.Body = response.ForBrowser(body.Response.Body)
+		if publishableKeyOf(c) != "" {
+			if body.Response != nil {
+				body.Response.Body = response.ForBrowser(body.Response.Body)
+			}
+			// Nor does a page learn the name of a key it may not see. (A
+			// time of its own: a held request may have outlived ctx.)
+			ctx, cancel := context.WithTimeout(c.Request().Context(), timeout)
+			defer cancel()
+			if body.Supersedes, err = pageKeyOnly(ctx, st, clientID, body.Supersedes); err != nil {
+				return storeError(err)
+			}
+			if body.SupersededBy, err = pageKeyOnly(ctx, st, clientID, body.SupersededBy); err != nil {
+				return storeError(err)
+			}
 		}
 		return writeJSON(c, http.StatusOK, body)
 	}
+}
+
+// pageKeyOnly returns key when a page may see it (a key of the client
+// submitted through a publishable key, not expired), else nil: what a page
+// reads names no key of the client's server or of a signed webhook. It
+// reads the key only when there is one, which is rare (a key in an
+// amendment chain).
+func pageKeyOnly(ctx context.Context, st *store.Store, clientID string, key *string) (*string, error) {
+	if key == nil {
+		return nil, nil
+	}
+	peeked, err := st.Peek(ctx, clientID, *key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case !peeked.Publishable:
+		return nil, nil
+	}
+	return key, nil
 }
 
 // operationBodyOf is the body of GET /v1/operations/{key} for op.
@@ -94,8 +127,15 @@ func nilIfEmpty(s string) *string {
 	return &s
 }
 
+// handleHealthz is GET /healthz. Any page may read it
+// (Access-Control-Allow-Origin: *): the snippet asks it, when the browser
+// shows the page no answer of the api, whether the api itself answers (a
+// refusal of the page's origin) or not (the api is down, or a load
+// balancer's error page without CORS headers stands in its place, and the
+// enquiry is sent again later). It tells nothing else.
 func handleHealthz() echo.HandlerFunc {
 	return func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderAccessControlAllowOrigin, "*")
 		return writeJSON(c, http.StatusOK, map[string]string{"status": "ok"})
 	}
 }

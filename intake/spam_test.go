@@ -8,10 +8,12 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leadintake/leadintake/intake"
@@ -171,7 +173,7 @@ func TestSpamRefused(t *testing.T) {
 }
 
 // siteverify stands in for a captcha's siteverify service: a token is good
-// when it is "good", the service answers with status otherwise when status
+// when it starts with "good", the service answers with status otherwise when status
 // is not 200, and calls counts the calls.
 type siteverify struct {
 	url    string
@@ -189,7 +191,7 @@ func newSiteverify(t *testing.T) *siteverify {
 			w.WriteHeader(st)
 			return
 		}
-		fmt.Fprintf(w, `{"success": %t}`, r.PostFormValue("response") == "good" && r.PostFormValue("secret") == "captcha-secret")
+		fmt.Fprintf(w, `{"success": %t}`, strings.HasPrefix(r.PostFormValue("response"), "good") && r.PostFormValue("secret") == "captcha-secret")
 	}))
 	t.Cleanup(srv.Close)
 	sv.url = srv.URL
@@ -199,7 +201,8 @@ func newSiteverify(t *testing.T) *siteverify {
 // With a captcha, the page's token is verified with the siteverify service
 // at the claim of a new key: a good one passes, a bad or missing one is
 // quarantined, and one that cannot be verified is 503 captcha_unavailable,
-// nothing stored. A token over 2 KB is not sent.
+// nothing stored. A token of several KiB (hCaptcha's) is verified; one over
+// 8,192 bytes is not sent.
 func TestSpamCaptcha(t *testing.T) {
 	t.Parallel()
 	sv := newSiteverify(t)
@@ -216,10 +219,16 @@ func TestSpamCaptcha(t *testing.T) {
 	// Retries are never verified again.
 	api.send(t, api.submission(good, validBody, page, signals(`hp=?0, t=5, captcha="good"`))).requireAccepted(t, good, true)
 	api.send(t, api.submission(bad, validBody, page, signals(`hp=?0, t=5, captcha="good"`))).requireReceived(t, bad, true)
+	hcaptcha := testkit.NewKey()
+	api.send(t, api.submission(hcaptcha, validBody, page, signals(`hp=?0, t=5, captcha="good`+strings.Repeat("g", 8188)+`"`))).
+		requireAccepted(t, hcaptcha, false)
+	if calls := sv.calls.Load(); calls != 3 {
+		t.Errorf("%d verifications after two retries and a token of 8,192 bytes, want 3", calls)
+	}
 	long := testkit.NewKey()
-	api.send(t, api.submission(long, validBody, page, signals(`hp=?0, t=5, captcha="`+strings.Repeat("g", 2049)+`"`))).requireReceived(t, long, false)
-	if calls := sv.calls.Load(); calls != 2 {
-		t.Errorf("%d verifications after two retries and a long token, want still 2", calls)
+	api.send(t, api.submission(long, validBody, page, signals(`hp=?0, t=5, captcha="good`+strings.Repeat("g", 8189)+`"`))).requireReceived(t, long, false)
+	if calls := sv.calls.Load(); calls != 3 {
+		t.Errorf("%d verifications after a token of 8,193 bytes, want still 3", calls)
 	}
 	if _, reasons, _ := quarantined(t, api, long); !slices.Equal(reasons, []string{"captcha_failed"}) {
 		t.Errorf("a long token's reasons %v", reasons)
@@ -328,4 +337,159 @@ WHERE k.client_id = 'a' AND k.key = $1`, key).Scan(&dup); err != nil {
 			t.Errorf("flagged with DUPLICATE_WINDOW=0: %s", *dup)
 		}
 	})
+}
+
+// captchaPolicy is the spam policy of a captcha verified by sv.
+func captchaPolicy(sv *siteverify) string {
+	return fmt.Sprintf("{captcha: {verify_url: %q, secret: captcha-secret}}", sv.url)
+}
+
+// For a new key the order is validation, Supersedes, the rate limit, then
+// the verdict: an amendment naming a key it may not amend (unknown, or
+// superseded already) gets its 422 or 409 without spending a rate-limit
+// token or a captcha verification.
+func TestSpamOrder(t *testing.T) {
+	t.Parallel()
+	page := fromPage(shopOrigin)
+	good := signals(`hp=?0, t=5, captcha="good"`)
+
+	t.Run("SupersedesBeforeTheRateLimit", func(t *testing.T) {
+		t.Parallel()
+		sv := newSiteverify(t)
+		api := newTestAPI(t, &testAPIOpts{Spam: captchaPolicy(sv), PublicRateLimit: intake.RateLimit{N: 2, Per: time.Hour}})
+		first, second := testkit.NewKey(), testkit.NewKey()
+		api.send(t, api.submission(first, validBody, page, good)).requireAccepted(t, first, false)
+		api.send(t, api.submission(second, otherBody, page, good, withHeader("Supersedes", first))).requireAccepted(t, second, false)
+		// The hour's two submissions are spent.
+		for _, tt := range []struct {
+			supersedes string
+			status     int
+			code       response.Code
+		}{
+			{testkit.NewKey(), http.StatusUnprocessableEntity, response.CodeSupersedesUnknown},
+			{first, http.StatusConflict, response.CodeAlreadySuperseded},
+		} {
+			key := testkit.NewKey()
+			api.send(t, api.submission(key, otherBody, page, good, withHeader("Supersedes", tt.supersedes))).requireError(t, tt.status, tt.code)
+			if keyStored(t, api.Pool, "a", key) {
+				t.Fatalf("the refused amendment stored %s", key)
+			}
+		}
+		// Validation comes first of all.
+		api.send(t, api.submission(testkit.NewKey(), `{"email":"ada@example.com"}`, page, good, withHeader("Supersedes", testkit.NewKey()))).
+			requireError(t, http.StatusUnprocessableEntity, response.CodeValidationFailed)
+		if calls := sv.calls.Load(); calls != 2 {
+			t.Errorf("%d verifications, want the two claims' only", calls)
+		}
+		api.send(t, api.submission(testkit.NewKey(), otherBody, page, good, withHeader("Supersedes", second))).
+			requireError(t, http.StatusTooManyRequests, response.CodeRateLimited)
+	})
+
+	t.Run("SupersedesBeforeTheCaptcha", func(t *testing.T) {
+		t.Parallel()
+		sv := newSiteverify(t)
+		api := newTestAPI(t, &testAPIOpts{Spam: captchaPolicy(sv)})
+		first, second := testkit.NewKey(), testkit.NewKey()
+		api.send(t, api.submission(first, validBody, page, good)).requireAccepted(t, first, false)
+		api.send(t, api.submission(second, otherBody, page, good, withHeader("Supersedes", first))).requireAccepted(t, second, false)
+		api.send(t, api.submission(testkit.NewKey(), otherBody, page, good, withHeader("Supersedes", testkit.NewKey()))).
+			requireError(t, http.StatusUnprocessableEntity, response.CodeSupersedesUnknown)
+		api.send(t, api.submission(testkit.NewKey(), otherBody, page, good, withHeader("Supersedes", first))).
+			requireError(t, http.StatusConflict, response.CodeAlreadySuperseded)
+		if calls := sv.calls.Load(); calls != 2 {
+			t.Errorf("%d verifications, want the two claims' only: a refused amendment spends no captcha token", calls)
+		}
+	})
+}
+
+// The captcha's verification has a time-out of its own, at most half of
+// REQUEST_TIMEOUT: a siteverify service that hangs is 503
+// captcha_unavailable well before the request's time is up, and the claim
+// keeps its budget.
+func TestSpamCaptchaTimeout(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(hung.Close)
+	t.Cleanup(func() { close(release) }) // first: Close waits for the handler
+	const requestTimeout = 4 * time.Second
+	api := newTestAPI(t, &testAPIOpts{
+		Spam:           fmt.Sprintf("{captcha: {verify_url: %q, secret: captcha-secret}}", hung.URL),
+		RequestTimeout: requestTimeout,
+	})
+	key := testkit.NewKey()
+	start := time.Now()
+	res := api.send(t, api.submission(key, validBody, fromPage(shopOrigin), signals(`hp=?0, t=5, captcha="good"`)))
+	took := time.Since(start)
+	res.requireError(t, http.StatusServiceUnavailable, response.CodeCaptchaUnavailable)
+	if took >= requestTimeout*3/4 {
+		t.Errorf("the verification took %v of a REQUEST_TIMEOUT of %v; want at most half of it", took, requestTimeout)
+	}
+	if keyStored(t, api.Pool, "a", key) {
+		t.Fatal("an enquiry whose captcha could not be verified stored its key")
+	}
+}
+
+// The siteverify form carries idempotency_key: a UUID of the client, the
+// Idempotency-Key, the request's fingerprint and the token. A retry of the
+// same submission after a 503 sends the same one (Turnstile answers it with
+// its first verdict); another body under the same key, another key, or
+// another token, another.
+func TestSpamCaptchaIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	status := atomic.Int64{}
+	status.Store(http.StatusInternalServerError)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.PostFormValue("idempotency_key"))
+		mu.Unlock()
+		if st := int(status.Load()); st != http.StatusOK {
+			w.WriteHeader(st)
+			return
+		}
+		fmt.Fprintf(w, `{"success": %t}`, strings.HasPrefix(r.PostFormValue("response"), "good"))
+	}))
+	t.Cleanup(srv.Close)
+	api := newTestAPI(t, &testAPIOpts{Spam: fmt.Sprintf("{captcha: {verify_url: %q, secret: captcha-secret}}", srv.URL)})
+	page := fromPage(shopOrigin)
+	last := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return keys[len(keys)-1]
+	}
+	send := func(key, body, token string) *reply {
+		return api.send(t, api.submission(key, body, page, signals(`hp=?0, t=5, captcha="`+token+`"`)))
+	}
+	key := testkit.NewKey()
+	send(key, validBody, "good-1").requireError(t, http.StatusServiceUnavailable, response.CodeCaptchaUnavailable)
+	first := last()
+	if _, err := uuid.Parse(first); err != nil {
+		t.Fatalf("idempotency_key %q is no UUID", first)
+	}
+	send(key, otherBody, "good-1").requireError(t, http.StatusServiceUnavailable, response.CodeCaptchaUnavailable)
+	if last() == first {
+		t.Error("another body under the same Idempotency-Key has the same idempotency_key")
+	}
+	send(testkit.NewKey(), validBody, "good-1").requireError(t, http.StatusServiceUnavailable, response.CodeCaptchaUnavailable)
+	if last() == first {
+		t.Error("another Idempotency-Key has the same idempotency_key")
+	}
+	send(key, validBody, "good-2").requireError(t, http.StatusServiceUnavailable, response.CodeCaptchaUnavailable)
+	if last() == first {
+		t.Error("another token has the same idempotency_key")
+	}
+	status.Store(http.StatusOK)
+	send(key, validBody, "good-1").requireAccepted(t, key, false)
+	if got := last(); got != first {
+		t.Errorf("the retry's idempotency_key %q, want the first attempt's %q", got, first)
+	}
 }

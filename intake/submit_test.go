@@ -447,3 +447,27 @@ func TestClientsAreIsolated(t *testing.T) {
 		}
 	})
 }
+
+// A body of thousands of broken members is answered with at most 20
+// details: the answer is never a copy of the body, member by member.
+func TestValidationDetailsAreCapped(t *testing.T) {
+	t.Parallel()
+	api := newTestAPI(t, nil)
+	var members []string
+	for i := 0; len(strings.Join(members, ",")) < 60_000; i++ {
+		members = append(members, fmt.Sprintf(`"q%05d":1`, i))
+	}
+	for code, body := range map[response.Code]string{
+		response.CodeUnknownField:     `{"email":"ada@example.com","source":"website",` + strings.Join(members, ",") + `}`,
+		response.CodeValidationFailed: `{"email":"ada@example.com","source":"website","fields":{` + strings.Join(members, ",") + `}}`,
+	} {
+		res := api.send(t, api.submission(testkit.NewKey(), body))
+		apiErr := res.requireError(t, http.StatusUnprocessableEntity, code)
+		if n := len(apiErr.Error.Details); n != 20 {
+			t.Errorf("%s: %d details for %d broken members, want 20", code, n, len(members))
+		}
+		if len(res.Body) > 4096 {
+			t.Errorf("%s: an answer of %d bytes to a body of %d", code, len(res.Body), len(body))
+		}
+	}
+}

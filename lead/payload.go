@@ -109,7 +109,8 @@ type DecodeOpts struct {
 // one strict JSON object (malformed, invalid UTF-8, a duplicated member name,
 // nested deeper than MaxJSONDepth, trailing data), CodeUnknownField for
 // members the API does not know, and CodeValidationFailed with one detail per
-// broken rule.
+// broken rule; either lists at most response.MaxDetails, the first in member
+// order, and says so in its message when there were more.
 func Decode(body []byte, opts *DecodeOpts) (*Payload, error) {
 	members, err := strictMembers(body)
 	if err != nil {
@@ -300,15 +301,24 @@ func leadFromMembers(members map[string]jsontext.Value, opts *DecodeOpts) (*Lead
 	if opts == nil {
 		opts = &DecodeOpts{}
 	}
-	var unknown []response.Detail
+	var unknown []string
 	for name := range members {
 		if _, ok := fieldRules[name]; !ok {
-			unknown = append(unknown, response.Detail{Field: name, Problem: "is not a field of a lead"})
+			unknown = append(unknown, name)
 		}
 	}
 	if len(unknown) > 0 {
-		sort.Slice(unknown, func(i, j int) bool { return unknown[i].Field < unknown[j].Field })
-		return nil, &response.Error{Code: response.CodeUnknownField, Message: "the body has members the API does not know", Details: unknown}
+		sort.Strings(unknown)
+		msg := "the body has members the API does not know"
+		if len(unknown) > response.MaxDetails {
+			unknown = unknown[:response.MaxDetails]
+			msg += "; details lists the first " + strconv.Itoa(response.MaxDetails)
+		}
+		details := make([]response.Detail, len(unknown))
+		for i, name := range unknown {
+			details[i] = response.Detail{Field: name, Problem: "is not a field of a lead"}
+		}
+		return nil, &response.Error{Code: response.CodeUnknownField, Message: msg, Details: details}
 	}
 
 	v := &validator{opts: opts}
@@ -331,17 +341,28 @@ func leadFromMembers(members map[string]jsontext.Value, opts *DecodeOpts) (*Lead
 		fieldRules[name](v, raw, lead)
 	}
 	if len(v.details) > 0 {
-		return nil, &response.Error{Code: response.CodeValidationFailed, Message: "the lead breaks the rules listed in details", Details: v.details}
+		msg := "the lead breaks the rules listed in details"
+		if v.more {
+			msg = "the lead breaks more rules than details lists: it lists the first " + strconv.Itoa(response.MaxDetails)
+		}
+		return nil, &response.Error{Code: response.CodeValidationFailed, Message: msg, Details: v.details}
 	}
 	return lead, nil
 }
 
+// validator gathers the broken rules of a lead: at most
+// response.MaxDetails of them, and whether there were more.
 type validator struct {
 	opts    *DecodeOpts
 	details []response.Detail
+	more    bool
 }
 
 func (v *validator) add(field, problem string) {
+	if len(v.details) == response.MaxDetails {
+		v.more = true
+		return
+	}
 	v.details = append(v.details, response.Detail{Field: field, Problem: problem})
 }
 

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/mail"
@@ -409,5 +410,52 @@ func TestFingerprintAcrossEncoders(t *testing.T) {
 	}
 	if decode(t, string(stdlib)).Fingerprint != decode(t, string(plain)).Fingerprint {
 		t.Fatalf("fingerprints differ for\n%s\n%s", stdlib, []byte(plain))
+	}
+}
+
+// A body with thousands of broken members is answered with at most
+// response.MaxDetails details, the first in member order, and a message
+// that says the list is cut: the answer is never as big as the body.
+func TestDecodeCapsDetails(t *testing.T) {
+	t.Parallel()
+	var unknown, broken, utm []string
+	for i := range 3000 {
+		unknown = append(unknown, fmt.Sprintf(`"m%04d":0`, i))
+		broken = append(broken, fmt.Sprintf(`"Q%04d":"x"`, i))
+		utm = append(utm, fmt.Sprintf(`"u%04d":1`, i))
+	}
+	for name, tt := range map[string]struct {
+		body  string
+		code  response.Code
+		first string
+	}{
+		"UnknownMembers": {`{"email":"ada@example.com","source":"website",` + strings.Join(unknown, ",") + `}`, response.CodeUnknownField, "m0000"},
+		"BrokenFields":   {strings.TrimSuffix(validBody, "}") + `,"fields":{` + strings.Join(broken, ",") + `}}`, response.CodeValidationFailed, "fields"},
+		"BrokenUTM":      {strings.TrimSuffix(validBody, "}") + `,"utm":{` + strings.Join(utm, ",") + `}}`, response.CodeValidationFailed, "utm"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := lead.Decode([]byte(tt.body), decodeOpts)
+			var apiErr *response.Error
+			if !errors.As(err, &apiErr) || apiErr.Code != tt.code {
+				t.Fatalf("decode: %v, want %s", err, tt.code)
+			}
+			if len(apiErr.Details) != 20 || response.MaxDetails != 20 {
+				t.Fatalf("%d details (MaxDetails %d), want 20", len(apiErr.Details), response.MaxDetails)
+			}
+			if apiErr.Details[0].Field != tt.first {
+				t.Errorf("the first detail names %q, want %q", apiErr.Details[0].Field, tt.first)
+			}
+			if !strings.Contains(apiErr.Message, "first 20") {
+				t.Errorf("message %q does not say the details are the first 20", apiErr.Message)
+			}
+		})
+	}
+
+	// Within the cap the list is whole, and the message plain.
+	_, err := lead.Decode([]byte(`{"email":"ada@example.com","source":"website","a":1,"b":2}`), decodeOpts)
+	var apiErr *response.Error
+	if !errors.As(err, &apiErr) || len(apiErr.Details) != 2 || strings.Contains(apiErr.Message, "first") {
+		t.Errorf("two unknown members: %v %+v", err, apiErr)
 	}
 }

@@ -117,6 +117,11 @@ func (c Code) Status() int {
 	return http.StatusInternalServerError
 }
 
+// MaxDetails is the most details an error lists: a body of thousands of
+// broken members is answered with the first MaxDetails of them (in member
+// order), never with an answer as big as the body.
+const MaxDetails = 20
+
 // Detail is one entry of an error's details: which field broke which rule.
 type Detail struct {
 	Field   string `json:"field"`

@@ -10,6 +10,7 @@ package spam
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,9 +49,10 @@ var Reasons = []string{ReasonNoSignals, ReasonHoneypot, ReasonTooFast, ReasonCap
 // Header is the request header the signals come in.
 const Header = "Form-Signals"
 
-// MaxToken is the longest captcha token that is sent to be verified; a
-// longer one fails verification without a call.
-const MaxToken = 2048
+// MaxToken is the longest captcha token, in bytes, that is sent to be
+// verified; a longer one fails verification without a call. Turnstile's
+// and reCAPTCHA's tokens are under 2 KiB, hCaptcha's run to several KiB.
+const MaxToken = 8192
 
 // Signals are what a page sent of how its form was filled.
 type Signals struct {
@@ -111,14 +113,25 @@ func ParseSignals(values []string) (s Signals, ok bool) {
 // refused for now (503 captcha_unavailable), and nothing is stored.
 var ErrCaptchaUnavailable = errors.New("the captcha could not be verified")
 
+// Submission names a submission across its retries, for the siteverify
+// service's idempotency_key: its client, its Idempotency-Key, and its
+// request's fingerprint (keyed: lead.RequestHash.MAC), so that another
+// request under the same key is another submission.
+type Submission struct {
+	ClientID    string
+	Key         string
+	Fingerprint []byte
+}
+
 // Judge is the verdict on a new key's submission through a publishable key
 // with policy: the reasons it is spam, none when it is not. values are the
 // request's Form-Signals; remoteIP is the visitor's address, sent to the
-// siteverify service; submission names the submission across its retries
-// (its client and Idempotency-Key). A captcha is verified only when nothing
-// else made the submission spam already. It returns ErrCaptchaUnavailable
-// (wrapped) when the captcha cannot be verified.
-func (v *Verifier) Judge(ctx context.Context, policy *callers.Spam, values []string, remoteIP, submission string) ([]string, error) {
+// siteverify service; sub names the submission. A captcha is verified only
+// when nothing else made the submission spam already, and only a token of
+// at most MaxToken bytes; the verification is bounded by ctx and by the
+// Verifier's time-out. It returns ErrCaptchaUnavailable (wrapped) when the
+// captcha cannot be verified.
+func (v *Verifier) Judge(ctx context.Context, policy *callers.Spam, values []string, remoteIP string, sub Submission) ([]string, error) {
 	sig, ok := ParseSignals(values)
 	if !ok {
 		return []string{ReasonNoSignals}, nil
@@ -136,7 +149,7 @@ func (v *Verifier) Judge(ctx context.Context, policy *callers.Spam, values []str
 	if sig.Captcha == "" || len(sig.Captcha) > MaxToken {
 		return []string{ReasonCaptchaFailed}, nil
 	}
-	valid, err := v.verify(ctx, policy.Captcha, sig.Captcha, remoteIP, verificationKey(submission, sig.Captcha))
+	valid, err := v.verify(ctx, policy.Captcha, sig.Captcha, remoteIP, verificationKey(sub, sig.Captcha))
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +188,8 @@ type siteverifyAnswer struct {
 }
 
 // verify asks c's siteverify service about token: a form-encoded POST of
-// secret, response and remoteip, answered {"success": bool}. Its errors wrap
+// secret, response, remoteip and idempotency_key, answered {"success":
+// bool}. Its errors wrap
 // ErrCaptchaUnavailable and never quote the secret or the token.
 func (v *Verifier) verify(ctx context.Context, c *callers.Captcha, token, remoteIP, idempotencyKey string) (bool, error) {
 	form := url.Values{"secret": {c.Secret}, "response": {token}, "idempotency_key": {idempotencyKey}}
@@ -225,11 +239,13 @@ func transportCause(err error) string {
 var verificationNamespace = uuid.MustParse("5d1f0b38-4a7e-4c1e-9f3b-8c2d7e6a9b10")
 
 // verificationKey is the idempotency_key of a token's verification: a UUID
-// of the submission and its token. A token is good for one verification;
-// when the first one's answer was lost (a time-out: 503 captcha_unavailable)
-// the page's retry sends the same token under the same key, and Turnstile
-// answers the same key with the same verdict rather than as a token used
-// twice. Services without the parameter ignore it.
-func verificationKey(submission, token string) string {
-	return uuid.NewSHA1(verificationNamespace, []byte(submission+"\x00"+token)).String()
+// of the submission (its client, Idempotency-Key and fingerprint) and its
+// token. A token is good for one verification; when the first one's answer
+// was lost (a time-out: 503 captcha_unavailable) the page's retry sends the
+// same request and token, under the same key, and Turnstile answers the
+// same key with the same verdict rather than as a token used twice.
+// Services without the parameter ignore it.
+func verificationKey(sub Submission, token string) string {
+	name := sub.ClientID + "\x00" + sub.Key + "\x00" + hex.EncodeToString(sub.Fingerprint) + "\x00" + token
+	return uuid.NewSHA1(verificationNamespace, []byte(name)).String()
 }

@@ -82,6 +82,14 @@ func answer(status int, body string) http.HandlerFunc {
 
 const secret = "0x4AAAAAAA-siteverify-secret"
 
+// sub1 is the submission of most cases; others differ from it in one part.
+var (
+	sub1         = spam.Submission{ClientID: "a", Key: "key-1", Fingerprint: []byte("fingerprint-1")}
+	subOtherKey  = spam.Submission{ClientID: "a", Key: "key-2", Fingerprint: []byte("fingerprint-1")}
+	subOtherBody = spam.Submission{ClientID: "a", Key: "key-1", Fingerprint: []byte("fingerprint-2")}
+	subOtherID   = spam.Submission{ClientID: "b", Key: "key-1", Fingerprint: []byte("fingerprint-1")}
+)
+
 func TestJudge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -108,7 +116,7 @@ func TestJudge(t *testing.T) {
 			if tt.header != "" {
 				values = []string{tt.header}
 			}
-			got, err := v.Judge(ctx, tt.policy, values, "203.0.113.9", "a/key-1")
+			got, err := v.Judge(ctx, tt.policy, values, "203.0.113.9", sub1)
 			if err != nil || !slices.Equal(got, tt.want) {
 				t.Errorf("%q: %v %v, want %v", tt.header, got, err, tt.want)
 			}
@@ -123,7 +131,7 @@ func TestJudge(t *testing.T) {
 		})
 		policy := &callers.Spam{MinSeconds: 2, Captcha: &callers.Captcha{VerifyURL: sv.URL, Secret: secret}}
 		v := spam.NewVerifier(time.Second)
-		if got, err := v.Judge(ctx, policy, []string{`t=5, captcha="good-token"`}, "203.0.113.9", "a/key-1"); err != nil || got != nil {
+		if got, err := v.Judge(ctx, policy, []string{`t=5, captcha="good-token"`}, "203.0.113.9", sub1); err != nil || got != nil {
 			t.Fatalf("a good token: %v %v", got, err)
 		}
 		form, _ := sv.lastReq.Load().(interface{ Get(string) string })
@@ -137,20 +145,22 @@ func TestJudge(t *testing.T) {
 		if _, err := uuid.Parse(first); err != nil {
 			t.Errorf("idempotency_key %q is no UUID", first)
 		}
-		keyOf := func(submission, token string) string {
+		keyOf := func(submission spam.Submission, token string) string {
 			t.Helper()
 			if _, err := v.Judge(ctx, policy, []string{`t=9, captcha="` + token + `"`}, "", submission); err != nil {
 				t.Fatal(err)
 			}
 			return sv.lastReq.Load().(interface{ Get(string) string }).Get("idempotency_key")
 		}
-		if again := keyOf("a/key-1", "good-token"); again != first {
+		if again := keyOf(sub1, "good-token"); again != first {
 			t.Errorf("a retry's idempotency_key %q, want the first's %q", again, first)
 		}
-		if other := keyOf("a/key-2", "good-token"); other == first {
-			t.Error("another submission has the same idempotency_key")
+		for _, other := range []spam.Submission{subOtherKey, subOtherBody, subOtherID} {
+			if keyOf(other, "good-token") == first {
+				t.Errorf("another submission, %+v, has the same idempotency_key", other)
+			}
 		}
-		if other := keyOf("a/key-1", "bad-token"); other == first {
+		if other := keyOf(sub1, "bad-token"); other == first {
 			t.Error("another token has the same idempotency_key")
 		}
 		counted := sv.calls.Load()
@@ -159,18 +169,52 @@ func TestJudge(t *testing.T) {
 			`t=5`:                      spam.ReasonCaptchaFailed,
 			`t=5, captcha="` + strings.Repeat("a", spam.MaxToken+1) + `"`: spam.ReasonCaptchaFailed,
 		} {
-			if got, err := v.Judge(ctx, policy, []string{header}, "", "a/key-1"); err != nil || !slices.Equal(got, []string{want}) {
+			if got, err := v.Judge(ctx, policy, []string{header}, "", sub1); err != nil || !slices.Equal(got, []string{want}) {
 				t.Errorf("%.40q: %v %v, want %s", header, got, err, want)
 			}
 		}
 		// One call, for the bad token; none for the missing and the long
 		// one, nor for a submission spam already.
 		before := sv.calls.Load()
-		if got, _ := v.Judge(ctx, policy, []string{`hp=?1, t=5, captcha="good-token"`}, "", "a/key-1"); !slices.Equal(got, []string{spam.ReasonHoneypot}) {
+		if got, _ := v.Judge(ctx, policy, []string{`hp=?1, t=5, captcha="good-token"`}, "", sub1); !slices.Equal(got, []string{spam.ReasonHoneypot}) {
 			t.Errorf("a honeypot with a captcha: %v", got)
 		}
 		if n := sv.calls.Load(); n-counted != 1 || before-counted != 1 {
 			t.Errorf("%d calls to siteverify, want 1", n-counted)
+		}
+	})
+
+	// hCaptcha's tokens run to several KiB: a token of up to 8,192 bytes
+	// is verified, a longer one fails without a call.
+	t.Run("LongTokens", func(t *testing.T) {
+		t.Parallel()
+		sv := newSiteverify(t, func(w http.ResponseWriter, r *http.Request) {
+			ok := strings.HasPrefix(r.PostFormValue("response"), "P1_") && r.PostFormValue("secret") == secret
+			answer(http.StatusOK, fmt.Sprintf(`{"success": %t}`, ok))(w, r)
+		})
+		policy := &callers.Spam{Captcha: &callers.Captcha{VerifyURL: sv.URL, Secret: secret}}
+		v := spam.NewVerifier(time.Second)
+		for _, n := range []int{4600, 8192} {
+			token := "P1_" + strings.Repeat("e", n-3)
+			got, err := v.Judge(ctx, policy, []string{`t=5, captcha="` + token + `"`}, "", sub1)
+			if err != nil || got != nil {
+				t.Errorf("a good token of %d bytes: %v %v, want no reasons", n, got, err)
+			}
+			form, _ := sv.lastReq.Load().(interface{ Get(string) string })
+			if form == nil || form.Get("response") != token {
+				t.Errorf("a token of %d bytes was not sent whole to siteverify", n)
+			}
+		}
+		calls := sv.calls.Load()
+		if calls != 2 {
+			t.Errorf("%d verifications of two tokens, want 2", calls)
+		}
+		got, err := v.Judge(ctx, policy, []string{`t=5, captcha="P1_` + strings.Repeat("e", 8190) + `"`}, "", sub1)
+		if err != nil || !slices.Equal(got, []string{spam.ReasonCaptchaFailed}) {
+			t.Errorf("a token of 8,193 bytes: %v %v, want captcha_failed", got, err)
+		}
+		if n := sv.calls.Load(); n != calls {
+			t.Errorf("a token of 8,193 bytes was sent to siteverify")
 		}
 	})
 
@@ -195,7 +239,7 @@ func TestJudge(t *testing.T) {
 				t.Parallel()
 				sv := newSiteverify(t, h)
 				policy := &callers.Spam{Captcha: &callers.Captcha{VerifyURL: sv.URL, Secret: secret}}
-				got, err := spam.NewVerifier(300*time.Millisecond).Judge(ctx, policy, []string{`t=5, captcha="good-token"`}, "", "a/key-1")
+				got, err := spam.NewVerifier(300*time.Millisecond).Judge(ctx, policy, []string{`t=5, captcha="good-token"`}, "", sub1)
 				if !errors.Is(err, spam.ErrCaptchaUnavailable) || got != nil {
 					t.Fatalf("%v %v, want ErrCaptchaUnavailable", got, err)
 				}

@@ -497,6 +497,38 @@ func inherit(ctx context.Context, tx pgx.Tx, p *ClaimParams) (chain, Outcome, er
 	return ch, 0, nil
 }
 
+// supersedableSQL reads, without a lock, what an amendment finds of the key
+// it supersedes: supersededSQL's row, outside any transaction.
+const supersedableSQL = `
+SELECT k.superseded_by
+FROM idempotency_keys k
+JOIN leads l ON l.id = k.lead_id
+WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())
+  AND (k.publishable OR NOT $3)`
+
+// Supersedable judges, in one read outside any transaction, the key that
+// an amendment of the client's key names (supersedes), as a claim will:
+// OutcomeSupersedesUnknown (unknown to the client, expired, or, for a
+// request through a publishable key, not claimed through one),
+// OutcomeAlreadySuperseded (by another key), or 0 when it may be amended.
+// It decides nothing: the claim judges the key again under its lock. It
+// lets the api refuse a page's amendment before it spends anything on it
+// (a rate-limit token, a captcha verification). The errors are the
+// database's.
+func (s *Store) Supersedable(ctx context.Context, clientID, key, supersedes string, publishable bool) (Outcome, error) {
+	var supersededBy *string
+	err := s.db.QueryRow(ctx, supersedableSQL, clientID, supersedes, publishable).Scan(&supersededBy)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return OutcomeSupersedesUnknown, nil
+	case err != nil:
+		return 0, fmt.Errorf("superseded key: %w", err)
+	case supersededBy != nil && *supersededBy != key:
+		return OutcomeAlreadySuperseded, nil
+	}
+	return 0, nil
+}
+
 // answerIfExists answers the claim p, in tx, from its key when the key
 // exists and has not expired (found); otherwise the claim goes on.
 func (s *Store) answerIfExists(ctx context.Context, tx pgx.Tx, p *ClaimParams) (res *ClaimResult, found bool, err error) {

@@ -215,3 +215,40 @@ func TestIsUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// Supersedable judges the key an amendment names as the claim will, by one
+// read: unknown (another client's, or a server's key to a page), already
+// superseded by another key, or free to amend.
+func TestSupersedable(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t, dbtest.Tx(t))
+	server, page := claimParams(t, validBody), claimParams(t, validBody)
+	page.Publishable = true
+	claim(t, s, server)
+	claim(t, s, page)
+	amendment := claimParams(t, `{"email":"ada@example.com","source":"website","name":"Ada King"}`)
+	amendment.Payload.Supersede(server.Key)
+	if res := claim(t, s, amendment); res.Outcome != store.OutcomeClaimed {
+		t.Fatalf("the amendment's claim: %+v", res)
+	}
+	other := testkit.NewKey()
+	for _, tt := range []struct {
+		client, supersedes, key string
+		publishable             bool
+		want                    store.Outcome
+	}{
+		{"a", page.Key, other, true, 0},
+		{"a", page.Key, other, false, 0},
+		{"a", server.Key, other, false, store.OutcomeAlreadySuperseded},
+		{"a", server.Key, amendment.Key, false, 0}, // by this very key: the claim answers it
+		{"a", amendment.Key, other, false, 0},
+		{"a", amendment.Key, other, true, store.OutcomeSupersedesUnknown},
+		{"a", testkit.NewKey(), other, false, store.OutcomeSupersedesUnknown},
+		{"b", page.Key, other, false, store.OutcomeSupersedesUnknown},
+	} {
+		got, err := s.Supersedable(t.Context(), tt.client, tt.key, tt.supersedes, tt.publishable)
+		if err != nil || got != tt.want {
+			t.Errorf("Supersedable(%s, %s, publishable %t): %v %v, want %v", tt.client, tt.supersedes, tt.publishable, got, err, tt.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,23 +59,99 @@ func TestSDKPackage(t *testing.T) {
 	}
 }
 
-// The README gives the current version's integrity hash, with which a site
-// pins the versioned URL: it must be the hash of the file as it is.
+// publishedSnippets pins every version of the snippet that was ever
+// published (committed with its version in sdk/package.json) to the
+// Subresource Integrity hash of its bytes. A page pins a version's URL
+// with that hash, and browsers and caches keep the versioned URL for a
+// year (immutable): a published version's bytes never change. Any change
+// to sdk/leadintake.js, however small, is a new version: bump
+// sdk/package.json and add the new version here, with its hash, and leave
+// the earlier lines as they are.
+//
+// (1.0.0 was once committed with other bytes,
+// sha384-p6F5B7qOV5IRcOFRSlSGgOc/z9vm0SQ2qEmsyyabzZzNN62ROv9tb3zrH4GEg1cx,
+// and changed under the same version before this table existed; the
+// hash below is the one the README gave for it.)
+var publishedSnippets = map[string]string{
+	"1.0.0": "sha384-le3KPGvLDop1hk8KC5kFXEls+/mii27vhRly7Ua9OIMwrwkZwj9XsmL1EkNCo0IQ",
+	// attachForm sends no password, hidden or file input; a 502 without
+	// CORS headers is the api out of reach, not a refusal; back online,
+	// stored enquiries go at once.
+	"1.1.0": "sha384-jVRxcc3XQCHVxvVCxE5EOJmjEYUVdDgs/d7JN9i3PD/D5nMWdIGy/Ehygk+oVSGJ",
+}
+
+// The snippet's version is published, and its bytes are the ones its
+// version was published with: a byte changed without a new version fails
+// here. The api serves those bytes under the version, and no version it
+// does not have (the api serves its own version only).
+func TestPublishedSnippetsArePinned(t *testing.T) {
+	t.Parallel()
+	want, ok := publishedSnippets[web.SnippetVersion]
+	if !ok {
+		t.Fatalf("version %s (sdk/package.json) is not in publishedSnippets: publish it with its hash, %s",
+			web.SnippetVersion, sha384Integrity(readFile(t, "sdk/leadintake.js")))
+	}
+	if got := sha384Integrity(readFile(t, "sdk/leadintake.js")); got != want {
+		t.Fatalf("sdk/leadintake.js has %s, but version %s was published as %s: a published version's bytes never change; "+
+			"bump the version in sdk/package.json and add it to publishedSnippets", got, web.SnippetVersion, want)
+	}
+	if web.SnippetIntegrity != want {
+		t.Errorf("SnippetIntegrity %s, want %s", web.SnippetIntegrity, want)
+	}
+	seen := map[string]string{}
+	for version, hash := range publishedSnippets {
+		if !regexp.MustCompile(`^sha384-[A-Za-z0-9+/]{64}$`).MatchString(hash) {
+			t.Errorf("version %s: %q is no sha384 integrity hash", version, hash)
+		}
+		if other, dup := seen[hash]; dup {
+			t.Errorf("versions %s and %s have the same bytes: a new version is a change", version, other)
+		}
+		seen[hash] = version
+	}
+
+	h := web.Snippet()
+	for version := range publishedSnippets {
+		res := get(t, h, http.MethodGet, "/v1/sdk/leadintake@"+version+".js")
+		switch {
+		case version == web.SnippetVersion:
+			if res.Code != http.StatusOK || sha384Integrity(res.Body.Bytes()) != want {
+				t.Errorf("GET of the current version %s: %d, %s; want 200 and the bytes of %s", version, res.Code, sha384Integrity(res.Body.Bytes()), want)
+			}
+		case res.Code != http.StatusNotFound:
+			t.Errorf("GET of the earlier version %s: %d, want 404 (the api serves its own version only)", version, res.Code)
+		}
+	}
+}
+
+// The README pins a published version's URL with that version's integrity
+// hash (publishedSnippets): a hash it gives is one a published version
+// has, and the version it names is published. (Which version the README
+// shows is the README's business: it names the current one once it is
+// written for it.)
 func TestREADMEIntegrity(t *testing.T) {
 	t.Parallel()
 	readme := string(readFile(t, "../README.md"))
-	want := sha384Integrity(readFile(t, "sdk/leadintake.js"))
 	hashes := regexp.MustCompile(`sha384-[A-Za-z0-9+/]{64}`).FindAllString(readme, -1)
 	if len(hashes) == 0 {
-		t.Fatalf("the README gives no sha384 integrity hash; the snippet's is %s", want)
+		t.Fatalf("the README gives no sha384 integrity hash; the snippet's is %s", web.SnippetIntegrity)
 	}
-	for _, h := range hashes {
-		if h != want {
-			t.Errorf("the README gives the integrity %s; sdk/leadintake.js %s has %s", h, web.SnippetVersion, want)
+	versions := regexp.MustCompile(`leadintake@([0-9A-Za-z._-]+)\.js`).FindAllStringSubmatch(readme, -1)
+	if len(versions) == 0 {
+		t.Fatal("the README names no versioned URL of the snippet")
+	}
+	for _, v := range versions {
+		if _, ok := publishedSnippets[v[1]]; !ok {
+			t.Errorf("the README names %s, which is no published version", v[0])
 		}
 	}
-	if url := "leadintake@" + web.SnippetVersion + ".js"; !strings.Contains(readme, url) {
-		t.Errorf("the README does not name the current versioned URL, %s", url)
+	for _, h := range hashes {
+		found := false
+		for _, v := range versions {
+			found = found || publishedSnippets[v[1]] == h
+		}
+		if !found {
+			t.Errorf("the README gives the integrity %s, which is no hash of the versions it names", h)
+		}
 	}
 }
 

@@ -39,6 +39,13 @@ type scriptedAPI struct {
 	mu      sync.Mutex
 	answers []scripted
 	got     []sent
+	// down is how many more requests (preflights and /healthz included)
+	// are answered as a load balancer answers while the api is down: 502,
+	// an error page without CORS headers.
+	down int
+	// refuseOrigin answers every preflight 403 without CORS headers, as
+	// the api answers an origin no publishable key allows.
+	refuseOrigin bool
 }
 
 // scripted is one answer of a scriptedAPI.
@@ -63,6 +70,30 @@ func newScriptedAPI(t *testing.T, answers ...scripted) *scriptedAPI {
 			return
 		}
 		h := w.Header()
+		a.mu.Lock()
+		down := a.down > 0
+		if down {
+			a.down--
+		}
+		refuse := a.refuseOrigin
+		a.mu.Unlock()
+		if down {
+			h.Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = io.WriteString(w, "<h1>502 Bad Gateway</h1>")
+			return
+		}
+		if r.URL.Path == "/healthz" {
+			// As the api answers it: readable from any page.
+			h.Set("Access-Control-Allow-Origin", "*")
+			h.Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"status":"ok"}`)
+			return
+		}
+		if r.Method == http.MethodOptions && refuse {
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
 		h.Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
 		h.Set("Access-Control-Expose-Headers", "Idempotency-Key, Idempotent-Replayed, Location, Retry-After")
 		if r.Method == http.MethodOptions {
@@ -486,6 +517,64 @@ func TestSnippetInBrowser(t *testing.T) {
 		out = runIn(t, tab, api, `m.submitLead({...opts, lead: `+lead+`, shownAt: Date.now(), captcha: "caf\u00e9"})`, time.Minute, clearStorage)
 		if got := api.requests(); out.Answer == nil || len(got) != 1 || !regexp.MustCompile(`^hp=\?0, t=[0-9]+$`).MatchString(got[0].Signals) {
 			t.Fatalf("outcome %+v, requests %+v; want hp=?0 and t, and no captcha a structured-field string cannot carry", out, got)
+		}
+	})
+
+	// A load balancer's 502 without CORS headers, preflights and /healthz
+	// included, is the api out of reach, whatever the browser makes of it:
+	// the snippet keeps the enquiry and keeps trying (offline), and sends it
+	// once the api answers.
+	t.Run("ABadGatewayIsNoRefusal", func(t *testing.T) {
+		api := newScriptedAPI(t, scripted{status: http.StatusCreated, body: `{"status":"completed","lead_id":"L10"}`})
+		api.down = 12
+		out := submitIn(t, tab, api, lead, 2*time.Minute, clearStorage)
+		got := api.requests()
+		if out.Answer == nil || out.Answer.Status != "completed" || out.Answer.LeadID != "L10" || len(got) != 1 || got[0].Body != leadJSON {
+			t.Fatalf("outcome %+v, requests %+v; want completed L10 after one POST that got through", out, got)
+		}
+		offline := 0
+		for _, e := range out.Events {
+			if strings.HasPrefix(e, "retrying offline ") {
+				offline++
+			}
+		}
+		if offline < 2 || out.Pending != "" {
+			t.Errorf("events %q, pending %q; want retrying offline, more than once, and nothing kept at the end", out.Events, out.Pending)
+		}
+	})
+
+	// An origin the api refuses (its preflight 403, without CORS headers)
+	// while the api answers /healthz: a refusal, final after two tries,
+	// and nothing kept.
+	t.Run("ARefusedOriginIsFinal", func(t *testing.T) {
+		api := newScriptedAPI(t)
+		api.refuseOrigin = true
+		out := submitIn(t, tab, api, lead, time.Minute, clearStorage)
+		if out.Answer == nil || out.Answer.Status != "refused" || out.Answer.Error == nil || out.Answer.Error.Code != "origin_not_allowed" || out.Pending != "" {
+			t.Fatalf("outcome %+v; want refused origin_not_allowed, nothing kept", out)
+		}
+	})
+
+	// The browser coming back online ends the wait before the next attempt:
+	// the enquiry goes at once, not after its Retry-After.
+	t.Run("OnlineSendsAtOnce", func(t *testing.T) {
+		api := newScriptedAPI(t,
+			scripted{status: http.StatusServiceUnavailable, header: map[string]string{"Retry-After": "40"}, body: `{"error":{"code":"store_unavailable","message":"x"}}`},
+			scripted{status: http.StatusCreated, body: `{"status":"completed","lead_id":"L11"}`},
+		)
+		call := `(async () => {
+			const run = m.submitLead({...opts, lead: ` + lead + `});
+			await new Promise((resolve) => target.addEventListener(m.PROGRESS_EVENT, (e) => e.detail.state === "retrying" && resolve()));
+			window.dispatchEvent(new Event("online"));
+			return run;
+		})()`
+		start := time.Now()
+		out := runIn(t, tab, api, call, 2*time.Minute, clearStorage)
+		if out.Answer == nil || out.Answer.Status != "completed" || len(api.requests()) != 2 {
+			t.Fatalf("outcome %+v, requests %+v", out, api.requests())
+		}
+		if took := time.Since(start); took > 20*time.Second {
+			t.Errorf("the enquiry went %v after the browser came back online; want at once, not after its Retry-After", took)
 		}
 	})
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -189,6 +190,93 @@ func TestAttachFormInBrowser(t *testing.T) {
 			.concat([document.querySelector("[name=plan][value=a]").checked, document.querySelector("[name=newsletter]").checked, document.querySelector("[name=consent]").checked]))`)
 		if want := `["grace@example.com","Grace","","2-10","10k-50k","",true,true,false]`; filled != want {
 			t.Errorf("the resumed form holds %s, want %s", filled, want)
+		}
+	})
+
+	// A password, a hidden input (a CSRF or session token) and a file are
+	// never sent; a hidden input named like a member or utm_x is that
+	// member still. Questions named like Object.prototype's members are
+	// questions like any other: sent as they are, polluting nothing.
+	t.Run("SecretsAreNotSentAndNamesArePlain", func(t *testing.T) {
+		const form = `<form id="login-like">
+  <input name="email" value="ada@example.com">
+  <input type="hidden" name="source" value="event">
+  <input type="hidden" name="utm_medium" value="email">
+  <input type="password" name="password" value="hunter2">
+  <input type="password" name="email_password" value="hunter3">
+  <input type="hidden" name="csrf_token" value="csrf-secret">
+  <input type="hidden" name="sessionid" value="session-secret">
+  <input type="file" name="cv">
+  <input name="constructor" value="builder">
+  <input name="__proto__" value="polluted">
+  <input name="toString" value="text">
+  <input name="hasOwnProperty" value="mine">
+  <p data-leadintake-status></p>
+</form>`
+		const want = `{"email":"ada@example.com","source":"event","utm":{"medium":"email"},` +
+			`"fields":{"constructor":"builder","__proto__":"polluted","tostring":"text","hasownproperty":"mine"}}`
+		api := newScriptedAPI(t, scripted{status: http.StatusCreated, body: `{"status":"completed","lead_id":"L9"}`})
+		script := fmt.Sprintf(`(async () => {
+			localStorage.clear();
+			document.body.innerHTML = %s;
+			const form = document.getElementById("login-like");
+			const m = await import(%q);
+			const read = JSON.stringify(m.leadFromForm(form));
+			const over = new Promise((resolve) => form.addEventListener(m.PROGRESS_EVENT, (e) => {
+				if (["done", "failed", "uncertain"].includes(e.detail.state)) setTimeout(resolve, 0);
+			}));
+			m.attachForm(form, { api: %q, publishableKey: %q, timeout: 30000, wait: 3 });
+			form.requestSubmit();
+			await over;
+			return JSON.stringify([read, form.dataset.leadintakeState, String(({}).polluted), String(Object.prototype.constructor === Object)]);
+		})()`, jsQuote(form), api.module, api.url, testPK)
+		ctx, cancel := context.WithTimeout(tab, 2*testkit.Patience)
+		defer cancel()
+		res, err := chromedp.Run(ctx, chromedp.Evaluate[string](script, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out [4]string
+		if err := json.Unmarshal([]byte(res), &out); err != nil {
+			t.Fatal(err)
+		}
+		if !sameJSON(t, out[0], want) {
+			t.Errorf("leadFromForm:\n%s\nwant\n%s", out[0], want)
+		}
+		got := api.requests()
+		if out[1] != "done" || len(got) != 1 {
+			t.Fatalf("the form went %q, requests %+v", out[1], got)
+		}
+		if !sameJSON(t, got[0].Body, want) {
+			t.Errorf("the form sent\n%s\nwant\n%s", got[0].Body, want)
+		}
+		for _, secret := range []string{"hunter", "csrf-secret", "session-secret", "function"} {
+			if strings.Contains(got[0].Body, secret) {
+				t.Errorf("the form sent %q: %s", secret, got[0].Body)
+			}
+		}
+		if out[2] != "undefined" || out[3] != "true" {
+			t.Errorf("Object.prototype after the form was read: polluted %s, constructor intact %s", out[2], out[3])
+		}
+
+		// Put back into the form from a stored enquiry: each question gets
+		// its own answer, and none an inherited member's.
+		stored := `{"email":"grace@example.com","source":"event","fields":{"__proto__":"p2","hasownproperty":"h2"}}`
+		refill := fmt.Sprintf(`(async () => {
+			document.body.innerHTML = %s;
+			const form = document.getElementById("login-like");
+			for (const el of form.elements) if (el.type !== "hidden") el.value = "";
+			localStorage.setItem("leadintake:%s:login-like", JSON.stringify({v: 1, key: "refill-key-0001", at: Date.now(), supersedes: null, body: %s}));
+			const m = await import(%q);
+			m.attachForm(form, { api: %q, publishableKey: %q, timeout: 2000, wait: 1 });
+			return JSON.stringify(["email", "constructor", "__proto__", "toString", "hasOwnProperty"].map((n) => form.querySelector("[name='" + n + "']").value));
+		})()`, jsQuote(form), testPK, jsQuote(stored), api.module, api.url, testPK)
+		res, err = chromedp.Run(ctx, chromedp.Evaluate[string](refill, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `["grace@example.com","","p2","","h2"]`; res != want {
+			t.Errorf("the form filled back from a stored enquiry holds %s, want %s", res, want)
 		}
 	})
 

@@ -107,7 +107,12 @@ export declare function pendingLead(options: Options): Pending | null;
 
 /**
  * Sends one enquiry and keeps at it until a final answer; rejects with
- * OutcomeUnknown when none came within the timeout.
+ * OutcomeUnknown when none came within the timeout. Network failures,
+ * 5xx, 408 and 429 are retried with back-off; an api out of reach (down,
+ * or behind a load balancer whose error pages carry no CORS headers) is
+ * retried too, and only an origin the api refuses (while it answers) is
+ * final (origin_not_allowed). A wait between attempts ends when the
+ * browser comes back online.
  */
 export declare function submitLead(options: Options): Promise<Answer>;
 
@@ -116,11 +121,21 @@ export declare function resumeLead(options: Options): Promise<Answer> | null;
 
 /**
  * Reads a lead from a form: the lead's members (options.map names their
- * fields), utm_* fields as utm, every other named field as fields.
+ * fields), utm_* fields as utm, every other named field as fields (a field
+ * named like an Object member, "constructor" or "__proto__", included, as
+ * a plain name). Password, file and hidden inputs (CSRF and session
+ * tokens) are never read, except a hidden input named like a lead's member
+ * or utm_*; nor are buttons, honeypots, captcha tokens, or fields marked
+ * data-leadintake-ignore.
  */
 export declare function leadFromForm(form: HTMLFormElement, options?: { source?: string; map?: Partial<Record<LeadMember, string>> } | string): Lead;
 
-/** Takes over a lead form's submit and tells the visitor what happens. */
+/**
+ * Takes over a lead form's submit and tells the visitor what happens. An
+ * enquiry left by an earlier visit is resumed when the form is attached,
+ * and one left with an unknown outcome is resumed when the browser comes
+ * back online.
+ */
 export declare function attachForm(form: HTMLFormElement, options: Options): {
   detach(): void;
   submit(): Promise<Answer | undefined>;

@@ -194,6 +194,12 @@ export function pendingLead(options) {
 /** The runs of this page, by storage name: a new submission stops the earlier one. */
 const running = new Map();
 
+/** The waits between attempts: back online, each ends at once. */
+const waits = new Set();
+globalThis.addEventListener?.("online", () => {
+  for (const wake of [...waits]) wake();
+});
+
 /**
  * Sends one enquiry and keeps at it until a final answer: the promise
  * resolves with the Answer (completed, received, failed or refused), and
@@ -318,18 +324,20 @@ async function run(o, rec, resumed, body, signal) {
         : await call(o, "POST", `${api}/v1/leads`, rec, holdFor, signal, body);
     } catch (err) {
       if (signal.aborted) throw signal.reason;
-      // No answer at all. Either the answer was lost on its way, the api is
-      // out of reach, or the browser refused to show it (an origin the
-      // publishable key does not allow): the status URL tells them apart.
+      // No answer to read: lost on its way, the api out of reach (a load
+      // balancer's 502 without CORS headers looks the same), or refused by
+      // the browser (an origin the key does not allow). The status URL
+      // tells a lost answer; /healthz a refusal (the api answers) from an
+      // api out of reach. Only a refusal is final.
       res = await call(o, "GET", statusUrl || opUrl, null, 0, signal).catch(() => null);
       if (!res && signal.aborted) throw signal.reason;
       if (!res) {
-        const reachable = await fetch(`${api}/healthz`, { mode: "no-cors", cache: "no-store", signal }).then(() => true, () => false);
-        if (reachable && ++blocked >= BLOCKED_STRIKES) {
+        const answers = await apiAnswers(api, signal);
+        if (answers && ++blocked >= BLOCKED_STRIKES) {
           return refused(rec, 0, "origin_not_allowed", "the browser refused the api's answers: this page's origin is not allowed for the publishable key");
         }
-        if (!reachable) blocked = 0;
-        await pause(o, rec, backoff(++failures), reachable ? "lost" : "offline", deadline, signal, statusUrl, leadId);
+        if (!answers) blocked = 0;
+        await pause(o, rec, backoff(++failures), answers ? "lost" : "offline", deadline, signal, statusUrl, leadId);
         continue;
       }
       blocked = 0;
@@ -420,6 +428,10 @@ async function call(o, method, url, rec, holdFor, signal, body) {
   return fetch(url, { method, headers, body: rec ? body : undefined, signal: anySignal([signal, limit]), cache: "no-store" });
 }
 
+/** Whether the api itself answers (its /healthz, any page may read it), not a proxy's error page. */
+const apiAnswers = (api, signal) => fetch(`${api}/healthz`, { cache: "no-store", credentials: "omit", signal: anySignal([signal, AbortSignal.timeout(15000)]) })
+  .then((res) => res.ok && res.json()).then((b) => b?.status === "ok", () => false);
+
 /**
  * The Form-Signals header (an RFC 8941 dictionary) of a POST: hp, whether a
  * honeypot holds anything; t, whole seconds since the form was shown (for a
@@ -435,11 +447,11 @@ function formSignals(o, rec) {
   return v;
 }
 
-/** Waits before the next attempt, telling the page; past the deadline, gives up. */
+/** Waits before the next attempt (less when back online), telling the page; past the deadline, gives up. */
 async function pause(o, rec, wait, reason, deadline, signal, statusUrl, leadId) {
   if (Date.now() + wait > deadline) throw uncertain(o, rec, !!statusUrl, leadId);
   emit(o, "retrying", { key: rec.key, wait, reason });
-  await sleep(wait, signal);
+  await sleep(wait, signal, true);
 }
 
 function uncertain(o, rec, saved, leadId) {
@@ -473,12 +485,14 @@ function retryAfter(res) {
 /** The n-th back-off, in ms: doubling from BACKOFF_BASE, capped, with jitter in [50%, 100%]. */
 const backoff = (n) => Math.min(BACKOFF_MAX, BACKOFF_BASE * 2 ** (n - 1)) * (0.5 + Math.random() / 2);
 
-function sleep(ms, signal) {
+function sleep(ms, signal, online = false) {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(signal.reason);
-    const done = () => { signal.removeEventListener("abort", stop); resolve(); };
+    const end = () => { clearTimeout(timer); waits.delete(done); signal.removeEventListener("abort", stop); };
+    const done = () => { end(); resolve(); };
+    const stop = () => { end(); reject(signal.reason); };
     const timer = setTimeout(done, ms);
-    const stop = () => { clearTimeout(timer); reject(signal.reason); };
+    if (online) waits.add(done);
     signal.addEventListener("abort", stop, { once: true });
   });
 }
@@ -499,6 +513,9 @@ function emit(o, state, detail) {
 }
 
 /* ---------- attachForm ---------- */
+
+/** obj's own key, never Object.prototype's (a question named "constructor"). */
+const ownValue = (obj, key) => (obj != null && Object.hasOwn(obj, key) ? obj[key] : undefined);
 
 /** What the visitor is told, by state or error code. */
 const MESSAGES = {
@@ -542,12 +559,12 @@ function duration(seconds) {
 
 /**
  * The form's controls an enquiry is read from: named, neither buttons nor
- * files nor disabled, and neither a honeypot nor marked
+ * files nor passwords nor disabled, and neither a honeypot nor marked
  * data-leadintake-ignore (themselves or an element around them).
  */
 function controls(form) {
   return [...form.elements].filter((el) => el.name && !el.disabled && "value" in el &&
-    !/^(submit|button|reset|image|file)$/.test(el.type) && !/^(BUTTON|FIELDSET|OUTPUT|OBJECT)$/.test(el.tagName) &&
+    !/^(submit|button|reset|image|file|password)$/.test(el.type) && !/^(BUTTON|FIELDSET|OUTPUT|OBJECT)$/.test(el.tagName) &&
     !el.closest("[data-leadintake-honeypot], [data-leadintake-ignore]"));
 }
 
@@ -572,8 +589,8 @@ const isCaptcha = (name) => CAPTCHA_FIELDS.includes(name);
  * own name or the one options.map names for it; and every other named field
  * in fields, its name lower-cased, other characters than a-z 0-9 _ turned
  * into _. Empty fields, buttons, honeypots ([data-leadintake-honeypot]),
- * fields marked data-leadintake-ignore and the captcha widgets' tokens are
- * left out.
+ * fields marked data-leadintake-ignore, captcha tokens, and password, file
+ * and hidden inputs (but a member's or utm_*) are left out.
  *
  * @param {HTMLFormElement} form
  * @param {{source?: string, map?: Partial<Record<LeadMember, string>>}|string} [options] Or the source alone.
@@ -581,10 +598,13 @@ const isCaptcha = (name) => CAPTCHA_FIELDS.includes(name);
  */
 export function leadFromForm(form, options = {}) {
   const o = typeof options === "string" ? { source: options } : options;
-  const nameOf = (member) => o.map?.[member] ?? member;
+  const nameOf = (member) => ownValue(o.map, member) ?? member;
+  const own = new Set([...TEXT_FIELDS, "source", "consent"].map(nameOf));
   const answers = new Map();
   let consent;
   for (const el of controls(form)) {
+    // A hidden input (a CSRF token) is never a question.
+    if (el.type === "hidden" && !own.has(el.name) && !el.name.startsWith("utm_")) continue;
     if (el.name === nameOf("consent") && el.type === "checkbox") consent = el.checked;
     const v = answerIn(el);
     if (v) answers.set(el.name, answers.has(el.name) ? `${answers.get(el.name)}, ${v}` : v);
@@ -593,14 +613,14 @@ export function leadFromForm(form, options = {}) {
   const lead = { email: text("email"), source: text("source") || o.source || "website" };
   for (const member of TEXT_FIELDS.slice(1)) if (text(member)) lead[member] = text(member);
   if (consent !== undefined) lead.consent = consent;
-  const own = new Set([...TEXT_FIELDS, "source", "consent"].map(nameOf));
-  const utm = {}, fields = {};
+  // No prototype: "__proto__" is a question like any other.
+  const utm = Object.create(null), fields = Object.create(null);
   for (const [name, v] of answers) {
     if (own.has(name) || isCaptcha(name)) continue;
     if (name.startsWith("utm_")) utm[name.slice(4)] = v;
     else {
       const f = fieldName(name);
-      fields[f] = f in fields ? `${fields[f]}, ${v}` : v;
+      fields[f] = Object.hasOwn(fields, f) ? `${fields[f]}, ${v}` : v;
     }
   }
   if (Object.keys(utm).length) lead.utm = utm;
@@ -610,16 +630,16 @@ export function leadFromForm(form, options = {}) {
 
 /** Puts a lead back into the form's fields (a resumed enquiry): its members and its fields. */
 function fillForm(form, lead, map) {
-  const member = {};
-  for (const m of [...TEXT_FIELDS, "source", "consent"]) member[map?.[m] ?? m] = m;
+  const member = new Map();
+  for (const m of [...TEXT_FIELDS, "source", "consent"]) member.set(ownValue(map, m) ?? m, m);
   for (const el of controls(form)) {
     if (el.type === "hidden" || isCaptcha(el.name) || el.name.startsWith("utm_")) continue;
-    const m = member[el.name];
+    const m = member.get(el.name);
     if (m === "consent") {
       if (el.type === "checkbox") el.checked = !!lead.consent;
       continue;
     }
-    const v = m ? lead[m] ?? "" : lead.fields?.[fieldName(el.name)] ?? "";
+    const v = String((m ? ownValue(lead, m) : ownValue(lead.fields, fieldName(el.name))) ?? "");
     if (el.type === "checkbox" || el.type === "radio") el.checked = v.split(", ").includes(el.value);
     else if (el.type === "select-multiple") for (const opt of el.options) opt.selected = v.split(", ").includes(opt.value);
     else el.value = v;
@@ -654,9 +674,9 @@ function captchaIn(form) {
  * options.shownAt), and a captcha widget's token. Refused fields are marked
  * aria-invalid and described (aria-describedby) by their error, and the
  * first gets the focus. The form's data-leadintake-state attribute follows
- * the progress (for styling). An enquiry left by an earlier visit is resumed
- * at once: put back into the form while the api has not acknowledged it,
- * else only polled for its final answer.
+ * the progress (for styling). An enquiry left by an earlier visit (or
+ * unsent when the browser is back online) is resumed: put back into the form
+ * while the api has not acknowledged it, else only polled.
  *
  * @param {HTMLFormElement} form
  * @param {Options} options
@@ -672,7 +692,7 @@ export function attachForm(form, options) {
   let marked = [];
 
   const say = (key, detail) => {
-    const m = messages[key] ?? messages.failed;
+    const m = ownValue(messages, key) ?? messages.failed;
     const text = typeof m === "function" ? m(detail) : m;
     if (status.textContent !== text) status.textContent = text;
   };
@@ -720,11 +740,16 @@ export function attachForm(form, options) {
     if (pending.lead) fillForm(form, pending.lead, o.map);
     send(() => resumeLead(o));
   }
+  const onOnline = () => {
+    if (!form.hasAttribute("aria-busy") && pendingLead(o)) send(() => resumeLead(o));
+  };
+  globalThis.addEventListener?.("online", onOnline);
   return {
     submit: sendForm,
     detach() {
       form.removeEventListener("submit", onSubmit);
       o.target.removeEventListener(PROGRESS_EVENT, onProgress);
+      globalThis.removeEventListener?.("online", onOnline);
     },
   };
 }
@@ -740,7 +765,7 @@ function liveRegion() {
 /** The form's control a refused member of the lead came from. */
 function controlOf(form, field, map) {
   const [member, rest] = field.split(/\.(.*)/s);
-  const name = member === "utm" ? `utm_${rest}` : member !== "fields" ? map?.[member] ?? member : null;
+  const name = member === "utm" ? `utm_${rest}` : member !== "fields" ? ownValue(map, member) ?? member : null;
   const el = name ? form.elements.namedItem(name) : controls(form).find((c) => fieldName(c.name) === rest);
   return el instanceof RadioNodeList ? el[0] : el;
 }
@@ -760,7 +785,7 @@ function mark(form, details, map) {
       msg.className = "leadintake-error";
       el.insertAdjacentElement("afterend", msg);
     }
-    msg.textContent = FIELD_HELP[field] ?? (problem ? `${problem[0].toUpperCase()}${problem.slice(1)}.` : "Please check this field.");
+    msg.textContent = ownValue(FIELD_HELP, field) ?? (problem ? `${problem[0].toUpperCase()}${problem.slice(1)}.` : "Please check this field.");
     msg.hidden = false;
     el.setAttribute("aria-invalid", "true");
     el.setAttribute("aria-describedby", `${el.getAttribute("aria-describedby") ?? ""} ${id}`.trim());
