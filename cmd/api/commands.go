@@ -109,6 +109,23 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// printList prints items as one JSON array (empty, not null, for none), or
+// as a table: header, then row of each item, tab-separated.
+func printList[T any](w io.Writer, asJSON bool, items []T, header string, row func(T) string) error {
+	if asJSON {
+		if items == nil {
+			items = []T{}
+		}
+		return printJSON(w, items)
+	}
+	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
+	}
+	return tw.Flush()
+}
+
 const eraseUsage = "api erase --client ID --email ADDRESS [--json]"
 
 // runErase is `api erase`: it erases the personal data of every lead of the
@@ -191,19 +208,10 @@ func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			if keys == nil {
-				keys = []store.KeySummary{}
-			}
-			return printJSON(stdout, keys)
-		}
-		tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "CLIENT\tKEY\tSTATE\tLEAD\tCREATED\tAGE")
-		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ClientID, k.Key, k.State, k.LeadID,
+		return printList(stdout, *asJSON, keys, "CLIENT\tKEY\tSTATE\tLEAD\tCREATED\tAGE", func(k store.KeySummary) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", k.ClientID, k.Key, k.State, k.LeadID,
 				k.CreatedAt.UTC().Format(time.RFC3339), time.Since(k.CreatedAt).Round(time.Second))
-		}
-		return tw.Flush()
+		})
 
 	case "show", "settle":
 		crmID := fs.String("crm-id", "", "settle: the CRM record the operator found")
@@ -441,18 +449,9 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			if keys == nil {
-				keys = []store.QuarantinedKey{}
-			}
-			return printJSON(stdout, keys)
-		}
-		tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "CLIENT\tKEY\tLEAD\tQUARANTINED\tREASONS")
-		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ClientID, k.Key, k.LeadID, k.CreatedAt.UTC().Format(time.RFC3339), strings.Join(k.Reasons, ","))
-		}
-		return tw.Flush()
+		return printList(stdout, *asJSON, keys, "CLIENT\tKEY\tLEAD\tQUARANTINED\tREASONS", func(k store.QuarantinedKey) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", k.ClientID, k.Key, k.LeadID, k.CreatedAt.UTC().Format(time.RFC3339), strings.Join(k.Reasons, ","))
+		})
 
 	case "show":
 		rest, err := parseArgs(fs, args[1:], 1, spamUsage, stdout)

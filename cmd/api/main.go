@@ -1,5 +1,6 @@
 // Command api serves leadintake's HTTP API and its admin listener; `api
-// migrate` applies the database migrations and exits.
+// migrate` applies the database migrations and exits; `api erase`, `api
+// keys`, `api leads` and `api spam` are an operator's commands.
 //
 // Configuration comes from the environment; `api -h` lists it.
 package main

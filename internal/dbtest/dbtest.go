@@ -1,6 +1,8 @@
 // Package dbtest gives tests a real, migrated PostgreSQL database of their
-// own. Nothing is mocked: each database is a clone of a template that holds
-// every migration, made once per schema version and reused by every package.
+// own (New), or a transaction on one shared by a package's tests, rolled
+// back after (Tx). Nothing is mocked: each database is a clone of a
+// template that holds every migration, made once per schema version and
+// reused by every package.
 //
 // The server is TEST_DATABASE_URL, else DATABASE_URL, else
 // postgres://postgres@127.0.0.1:5432/postgres.
