@@ -378,7 +378,7 @@ func serverVersion(ctx context.Context, serverURL string) (string, error) {
 	defer pool.Close()
 	var v string
 	if err := pool.QueryRow(ctx, "SELECT 'PostgreSQL ' || current_setting('server_version')").Scan(&v); err != nil {
-		return "", fmt.Errorf("PostgreSQL at %s: %w (run ./scripts/postgres.sh)", scratchdb.Redacted(serverURL), err)
+		return "", fmt.Errorf("PostgreSQL at %s: %w (make bench runs it against a private server: scripts/postgres.sh)", scratchdb.Redacted(serverURL), err)
 	}
 	return v, nil
 }
