@@ -32,7 +32,7 @@ test: ## every test, with -race, against TEST_DATABASE_URL or a private PostgreS
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	./scripts/fuzz.sh $(or $(FUZZTIME),30s)
 
-bench: ## measure throughput and latency against PostgreSQL's own limit (see BENCHMARKS.md)
+bench: ## measure throughput and latency against PostgreSQL's own limit (see docs/performance.md)
 	./scripts/postgres.sh -v TEST_DATABASE_URL -v DATABASE_URL -- $(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 bench-scale: ## how cost grows with 10k, 1M and 10M rows in the tables, and the clean-up (long; BENCH_SCALE_FLAGS)

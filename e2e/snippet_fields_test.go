@@ -322,7 +322,7 @@ func TestSnippetSelfHostedWhileTheAPIIsDown(t *testing.T) {
 }
 
 // A page pins the api's versioned URL with its integrity hash, computed
-// here from the package's file and compared with the README's: the page
+// here from the package's file and compared with docs/forms.md's: the page
 // loads the snippet and sends. A wrong hash, and the browser refuses the
 // module.
 func TestSnippetPinnedVersion(t *testing.T) {
@@ -338,12 +338,12 @@ func TestSnippetPinnedVersion(t *testing.T) {
 	}
 	sum := sha512.Sum384(src)
 	integrity := "sha384-" + base64.StdEncoding.EncodeToString(sum[:])
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/forms.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if given := regexp.MustCompile(`sha384-[A-Za-z0-9+/]{64}`).FindString(string(readme)); given != integrity {
-		t.Fatalf("the README gives the integrity %q; the snippet's is %s", given, integrity)
+	if given := regexp.MustCompile(`sha384-[A-Za-z0-9+/]{64}`).FindString(string(page)); given != integrity {
+		t.Fatalf("docs/forms.md gives the integrity %q; the snippet's is %s", given, integrity)
 	}
 
 	// The unversioned file names its version; the versioned one is the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Renders docs/metrics.png, the README's picture of leadintake's metrics:
+# Renders docs/metrics.png, docs/monitoring.md's picture of leadintake's metrics:
 # the system runs locally (`make run`: api, worker, fake downstream), takes a
 # few hundred submissions (some replayed, refused, or reusing a key; the fake
 # downstream fails some calls and refuses a few leads), Debian's Prometheus

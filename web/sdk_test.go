@@ -58,23 +58,23 @@ func TestSDKPackage(t *testing.T) {
 	}
 }
 
-// The README gives the current version's integrity hash, with which a site
-// pins the versioned URL: it must be the hash of the file as it is.
-func TestREADMEIntegrity(t *testing.T) {
+// docs/forms.md gives the current version's integrity hash, with which a
+// site pins the versioned URL: it must be the hash of the file as it is.
+func TestFormsPageIntegrity(t *testing.T) {
 	t.Parallel()
-	readme := string(readFile(t, "../README.md"))
+	page := string(readFile(t, "../docs/forms.md"))
 	want := sha384Integrity(readFile(t, "sdk/leadintake.js"))
-	hashes := regexp.MustCompile(`sha384-[A-Za-z0-9+/]{64}`).FindAllString(readme, -1)
+	hashes := regexp.MustCompile(`sha384-[A-Za-z0-9+/]{64}`).FindAllString(page, -1)
 	if len(hashes) == 0 {
-		t.Fatalf("the README gives no sha384 integrity hash; the snippet's is %s", want)
+		t.Fatalf("docs/forms.md gives no sha384 integrity hash; the snippet's is %s", want)
 	}
 	for _, h := range hashes {
 		if h != want {
-			t.Errorf("the README gives the integrity %s; sdk/leadintake.js %s has %s", h, web.SnippetVersion, want)
+			t.Errorf("docs/forms.md gives the integrity %s; sdk/leadintake.js %s has %s", h, web.SnippetVersion, want)
 		}
 	}
-	if url := "leadintake@" + web.SnippetVersion + ".js"; !strings.Contains(readme, url) {
-		t.Errorf("the README does not name the current versioned URL, %s", url)
+	if url := "leadintake@" + web.SnippetVersion + ".js"; !strings.Contains(page, url) {
+		t.Errorf("docs/forms.md does not name the current versioned URL, %s", url)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Command bench measures leadintake against PostgreSQL's own limit on the
-// same machine, in one run (`make bench`, see BENCHMARKS.md):
+// same machine, in one run (`make bench`, see docs/performance.md):
 //
 //  1. the limit: pgbench, -M prepared, on a scratch database migrated with
 //     `api migrate`: the claim's writes in one transaction (claim.pgbench:
