@@ -272,10 +272,12 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 url="postgres://postgres@127.0.0.1:$port/$database?sslmode=disable"
-if [ "$database" != postgres ] && command -v "$bin/psql" >/dev/null 2>&1; then
+if [ "$database" != postgres ]; then
+  psql="$bin/psql"
+  [ -x "$psql" ] || psql=$(command -v psql) || die "psql (PostgreSQL's client) is needed to create the database $database"
   server="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
-  if ! "$bin/psql" "$server" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$database'" | grep -q 1; then
-    "$bin/psql" "$server" -qc "CREATE DATABASE \"$database\""
+  if ! "$psql" "$server" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$database'" | grep -q 1; then
+    "$psql" "$server" -qc "CREATE DATABASE \"$database\""
   fi
 fi
 
