@@ -11,7 +11,7 @@ STATICCHECK_VERSION = v0.8.2
 GOIMPORTS_VERSION = v0.52.0
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench bench-scale bench-plot soak failover vuln lint build
+.PHONY: help run test docs fuzz bench bench-scale bench-plot soak failover vuln lint build
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,6 +28,10 @@ test: ## every test, with -race, against TEST_DATABASE_URL or a private PostgreS
 	$(GO) vet ./...
 	./scripts/postgres.sh -v TEST_DATABASE_URL -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+docs: ## write the docs' generated tables and the quick start's output from the code and real processes
+	$(GO) test -count=1 ./docs/ -update
+	./scripts/postgres.sh -v TEST_DATABASE_URL -- $(GO) test -count=1 -run '^TestDocs' ./e2e/ -update
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	./scripts/fuzz.sh $(or $(FUZZTIME),30s)
