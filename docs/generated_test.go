@@ -204,6 +204,16 @@ func TestGeneratedAPIHelp(t *testing.T) {
 	docsgen.Check(t, filepath.Join(root, "docs", "commands.md"), "help-api", "```text\n"+strings.TrimRight(usage, "\n")+"\n```", *update)
 }
 
+// docs/retry-contract.md shows `leadintake -h` as it is.
+func TestGeneratedCLIHelp(t *testing.T) {
+	t.Parallel()
+	out := help(t, "leadintake", "-h")
+	if !strings.Contains(out, "leadintake submit") {
+		t.Fatalf("leadintake -h:\n%s", out)
+	}
+	docsgen.Check(t, filepath.Join(root, "docs", "retry-contract.md"), "help-leadintake", "```text\n"+strings.TrimRight(out, "\n")+"\n```", *update)
+}
+
 // alertComments reads the comment above each rule of the alerting rules:
 // what the rule means, in the words of the file.
 func alertComments(t *testing.T) map[string]string {
