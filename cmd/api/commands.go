@@ -67,6 +67,18 @@ func operatorFor(ctx context.Context) (op *operator.Operator, close func(), err 
 	}, pool.Close, nil
 }
 
+const migrateUsage = "api migrate"
+
+// helped prints usage when args asks for it (api keys -h), and reports
+// whether it did.
+func helped(args []string, usage string, stdout io.Writer) bool {
+	if len(args) == 0 || !service.IsHelp(args[0]) {
+		return false
+	}
+	fmt.Fprintln(stdout, "usage: "+usage)
+	return true
+}
+
 // errHelped ends a command that printed its usage on -h.
 var errHelped = errors.New("usage printed")
 
@@ -175,6 +187,9 @@ const keysUsage = `api keys list [--client ID] [--state STATE] [--older-than DUR
 
 // runKeys is `api keys list|show|settle`.
 func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
+	if helped(args, keysUsage, stdout) {
+		return nil
+	}
 	if len(args) == 0 {
 		return &service.UsageError{Msg: "keys needs list, show or settle", Usage: keysUsage}
 	}
@@ -344,6 +359,9 @@ const leadsUsage = `api leads redrive --client ID KEY... [--json]
 // each would, prints `redriven N` (or {"redriven": N, "keys": [...]}), and
 // names on stderr each named key that did not qualify (exit 1 then).
 func runLeads(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if helped(args, leadsUsage, stdout) {
+		return nil
+	}
 	if len(args) == 0 || args[0] != "redrive" {
 		return &service.UsageError{Msg: "leads needs redrive", Usage: leadsUsage}
 	}
@@ -419,6 +437,9 @@ const spamUsage = `api spam list [--client ID] [--since DURATION] [--limit N] [-
 // runSpam is `api spam list|show|release`: the quarantined enquiries of web
 // pages, for an operator to look at and release.
 func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if helped(args, spamUsage, stdout) {
+		return nil
+	}
 	if len(args) == 0 {
 		return &service.UsageError{Msg: "spam needs list, show or release", Usage: spamUsage}
 	}

@@ -1,5 +1,5 @@
 // Command bench measures leadintake against PostgreSQL's own limit on the
-// same machine, in one run (`make bench`, see BENCHMARKS.md):
+// same machine, in one run (`make bench`, see docs/performance.md):
 //
 //  1. the limit: pgbench, -M prepared, on a scratch database migrated with
 //     `api migrate`: the claim's writes in one transaction (claim.pgbench:
@@ -379,7 +379,7 @@ func serverVersion(ctx context.Context, serverURL string) (string, error) {
 	defer pool.Close()
 	var v string
 	if err := pool.QueryRow(ctx, "SELECT 'PostgreSQL ' || current_setting('server_version')").Scan(&v); err != nil {
-		return "", fmt.Errorf("PostgreSQL at %s: %w (run ./scripts/postgres.sh)", scratchdb.Redacted(serverURL), err)
+		return "", fmt.Errorf("PostgreSQL at %s: %w (make bench runs it against a private server: scripts/postgres.sh)", scratchdb.Redacted(serverURL), err)
 	}
 	return v, nil
 }

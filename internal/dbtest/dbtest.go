@@ -43,7 +43,7 @@ func New(t testing.TB) (string, *pgxpool.Pool) {
 
 	admin, err := pgx.Connect(ctx, ServerURL())
 	if err != nil {
-		t.Fatalf("dbtest: connect to %s: %v (is PostgreSQL running? see README)", scratchdb.Redacted(ServerURL()), err)
+		t.Fatalf("dbtest: connect to %s: %v (is PostgreSQL running? make test runs a private one: scripts/postgres.sh)", scratchdb.Redacted(ServerURL()), err)
 	}
 	tmpl, err := ensureTemplate(ctx, admin)
 	admin.Close(context.WithoutCancel(ctx))
@@ -174,7 +174,7 @@ func Tx(t testing.TB) pgx.Tx {
 		defer cancel()
 		admin, err := pgx.Connect(ctx, ServerURL())
 		if err != nil {
-			shared.err = fmt.Errorf("connect to %s: %w (is PostgreSQL running? see README)", scratchdb.Redacted(ServerURL()), err)
+			shared.err = fmt.Errorf("connect to %s: %w (is PostgreSQL running? make test runs a private one: scripts/postgres.sh)", scratchdb.Redacted(ServerURL()), err)
 			return
 		}
 		tmpl, err := ensureTemplate(ctx, admin)
