@@ -11,7 +11,7 @@ STATICCHECK_VERSION = v0.8.2
 GOIMPORTS_VERSION = v0.52.0
 
 .DEFAULT_GOAL := help
-.PHONY: help run test fuzz bench bench-scale bench-plot soak failover vuln lint build
+.PHONY: help run test docs fuzz bench bench-scale bench-plot soak failover vuln lint build
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -19,35 +19,35 @@ help: ## list the targets
 build: ## build the binaries into ./bin
 	$(GO) build -o bin/ ./cmd/...
 
-run: ## run the whole system locally: migrations, api, worker, fake downstream, demo form
+run: ## run the whole system locally (DATABASE_URL, or a private PostgreSQL): migrations, api, worker, fake downstream, demo form
 	./scripts/run.sh
 
-test: ## every test, against a real PostgreSQL, with -race (installs Chromium, promtool and Mailpit where missing)
-	./scripts/postgres.sh
+test: ## every test, with -race, against TEST_DATABASE_URL or a private PostgreSQL (installs Chromium, promtool and Mailpit where missing)
 	./scripts/chromium.sh
 	./scripts/promtool.sh
 	GO=$(GO) ./scripts/mailpit.sh
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	./scripts/postgres.sh -v TEST_DATABASE_URL -- $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	cd deploy/helm && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+docs: ## write the docs' generated tables and the quick start's output from the code and real processes
+	$(GO) test -count=1 ./docs/ -update
+	./scripts/postgres.sh -v TEST_DATABASE_URL -- $(GO) test -count=1 -run '^TestDocs' ./e2e/ -update
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s)
 	./scripts/fuzz.sh $(or $(FUZZTIME),30s)
 
-bench: ## measure throughput and latency against PostgreSQL's own limit (see BENCHMARKS.md)
-	./scripts/postgres.sh
-	$(GO) run ./cmd/bench $(BENCH_FLAGS)
+bench: ## measure throughput and latency against PostgreSQL's own limit (see docs/performance.md)
+	./scripts/postgres.sh -v TEST_DATABASE_URL -v DATABASE_URL -- $(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 bench-scale: ## how cost grows with 10k, 1M and 10M rows in the tables, and the clean-up (long; BENCH_SCALE_FLAGS)
-	./scripts/postgres.sh
-	$(GO) run ./cmd/bench scale $(BENCH_SCALE_FLAGS)
+	./scripts/postgres.sh -v TEST_DATABASE_URL -v DATABASE_URL -- $(GO) run ./cmd/bench scale $(BENCH_SCALE_FLAGS)
 
 bench-plot: ## draw docs/bench-scale.png from bench-scale.json
 	$(GO) run ./cmd/bench plot -in bench-scale.json -out docs/bench-scale.png
 
 soak: ## a chaos soak of the whole system (about 2 minutes; SOAK_FLAGS=-duration=10m for longer)
-	./scripts/postgres.sh
-	$(GO) run ./cmd/soak $(SOAK_FLAGS)
+	./scripts/postgres.sh -v TEST_DATABASE_URL -v DATABASE_URL -- $(GO) run ./cmd/soak $(SOAK_FLAGS)
 
 failover: ## a database failover drill: primary and standby of their own, sync and async (FAILOVER_FLAGS)
 	$(GO) run ./cmd/failover $(FAILOVER_FLAGS)

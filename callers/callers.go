@@ -1,8 +1,8 @@
 // Package callers is who may call leadintake, and how: the clients of
 // API_CLIENTS and of the clients file (CLIENTS_FILE), with their bearer
-// tokens (held as SHA-256 hashes), their publishable keys for browsers and
-// the origins each allows, their callback, and the secret their inbound
-// webhooks are signed with.
+// tokens (held as SHA-256 hashes), their publishable keys for browsers with
+// the origins and the spam policy of each, their callback, and the secret
+// their inbound webhooks are signed with.
 //
 // A Set is immutable; a Holder holds the Set in force and swaps it for a
 // new one when the clients file is read again (on SIGHUP), while requests

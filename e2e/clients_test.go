@@ -42,14 +42,16 @@ func filedClient(token string) string {
 // error.
 func (s *stack) submitAs(token, key, body string) int {
 	s.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.apiURL+"/v1/leads", bytes.NewBufferString(body))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Idempotency-Key", key)
-	req.Header.Set("Content-Type", "application/json")
-	return s.do(req).status
+	return s.keepRetrying(func() *http.Request {
+		req, err := http.NewRequest(http.MethodPost, s.apiURL+"/v1/leads", bytes.NewBufferString(body))
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Content-Type", "application/json")
+		return req
+	}).status
 }
 
 // The clients file is read again on SIGHUP: a new token works within

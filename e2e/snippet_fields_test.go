@@ -322,9 +322,9 @@ func TestSnippetSelfHostedWhileTheAPIIsDown(t *testing.T) {
 }
 
 // A page pins the api's versioned URL with its integrity hash, computed
-// here from the package's file (web's tests pin each published version's
-// hash, and check the README's): the page loads the snippet and sends. A
-// wrong hash, and the browser refuses the module.
+// here from the package's file and compared with docs/forms.md's: the page
+// loads the snippet and sends. A wrong hash, and the browser refuses the
+// module.
 func TestSnippetPinnedVersion(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, nil)
@@ -338,8 +338,12 @@ func TestSnippetPinnedVersion(t *testing.T) {
 	}
 	sum := sha512.Sum384(src)
 	integrity := "sha384-" + base64.StdEncoding.EncodeToString(sum[:])
-	if integrity != web.SnippetIntegrity {
-		t.Fatalf("web.SnippetIntegrity is %s; the snippet's is %s", web.SnippetIntegrity, integrity)
+	page, err := os.ReadFile("../docs/forms.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if given := regexp.MustCompile(`sha384-[A-Za-z0-9+/]{64}`).FindString(string(page)); given != integrity {
+		t.Fatalf("docs/forms.md gives the integrity %q; the snippet's is %s", given, integrity)
 	}
 
 	// The unversioned file names its version; the versioned one is the

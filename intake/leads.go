@@ -143,27 +143,26 @@ func (sub *submitter) submit(c echo.Context, clientID, key string, body []byte) 
 		if peeked == nil {
 			return response.Errorf(response.CodeSupersedesInvalid, "a request cannot supersede its own Idempotency-Key")
 		}
-		if pk != "" && !peeked.Publishable {
-			return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch})
-		}
-		return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch, State: peeked.Key.State, LeadID: peeked.LeadID})
-	}
-	if peeked != nil && pk != "" && !peeked.Publishable {
-		// Not a page's key: the page learns nothing of it.
-		return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch})
+		res, _, _ := peeked.Answer(pk != "", func() (bool, error) { return false, nil })
+		return sub.answer(c, clientID, key, res)
 	}
 	if peeked != nil {
-		same := raw.Matches(peeked.RawHash, peeked.PlainHashes)
-		if !same {
-			if payload, err = decode(); err != nil {
-				return err
+		// The same request when its bytes are the first's, else when its
+		// decoded fingerprint is.
+		res, decided, err := peeked.Answer(pk != "", func() (bool, error) {
+			if raw.Matches(peeked.RawHash, peeked.PlainHashes) {
+				return true, nil
 			}
-			same = sub.hashKey.Request(payload.Fingerprint[:]).Matches(peeked.Fingerprint, peeked.PlainHashes)
+			var err error
+			if payload, err = decode(); err != nil {
+				return false, err
+			}
+			return sub.hashKey.Request(payload.Fingerprint[:]).Matches(peeked.Fingerprint, peeked.PlainHashes), nil
+		})
+		if err != nil {
+			return err
 		}
-		if !same {
-			return sub.answer(c, clientID, key, &store.ClaimResult{Outcome: store.OutcomeMismatch, State: peeked.Key.State, LeadID: peeked.LeadID})
-		}
-		if res, ok := peeked.Answer(); ok {
+		if decided {
 			return sub.answer(c, clientID, key, res)
 		}
 	}

@@ -5,12 +5,12 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leadintake/leadintake/callers"
+	"github.com/leadintake/leadintake/internal/metrics"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/spam"
 	"github.com/leadintake/leadintake/store"
@@ -74,69 +74,54 @@ func (m *Metrics) observeRequest(method, route string, status int, outcome strin
 	}
 }
 
-// keyStateCollector reports, on each scrape, the keys by state and the age of
-// the oldest processing key, read from the database (at most every
-// keyStateCacheFor, so that frequent scrapes cost nothing more).
-type keyStateCollector struct {
-	store  *store.Store
-	logger *slog.Logger
-
-	keys   *prometheus.Desc
-	oldest *prometheus.Desc
-	ready  *prometheus.Desc
-
-	mu        sync.Mutex
-	readAt    time.Time
-	counts    map[lead.KeyState]float64
-	oldestAge float64
-	isReady   float64
-}
-
+// keyStateCacheFor is how long the key states read stand for scrapes.
 const keyStateCacheFor = 10 * time.Second
 
+// keyCounts are the keys by state, and the age of the oldest processing
+// key.
+type keyCounts struct {
+	byState map[lead.KeyState]float64
+	oldest  float64
+}
+
 // NewKeyStateCollector returns a collector of leadintake_keys{state} and
-// leadintake_oldest_processing_key_age_seconds. Every process that registers
-// it reports the same database-wide figures: aggregate them with max, not sum.
+// leadintake_oldest_processing_key_age_seconds, and of leadintake_ready
+// (each read at most every keyStateCacheFor). Every process that registers
+// it reports the same database-wide key figures: aggregate them with max,
+// not sum.
 func NewKeyStateCollector(st *store.Store, logger *slog.Logger) prometheus.Collector {
-	return &keyStateCollector{
-		store:  st,
-		logger: logger,
-		keys: prometheus.NewDesc("leadintake_keys",
-			"Idempotency keys by state (database-wide; needs_reconciliation needs an operator's eye).", []string{"state"}, nil),
-		oldest: prometheus.NewDesc("leadintake_oldest_processing_key_age_seconds",
-			"Age of the oldest key still processing (database-wide); 0 when there is none.", nil, nil),
-		ready: prometheus.NewDesc("leadintake_ready",
-			"1 when this api process is ready (the database answers and holds the migrations it needs, as /readyz says), else 0.", nil, nil),
+	keys := prometheus.NewDesc("leadintake_keys",
+		"Idempotency keys by state (database-wide; needs_reconciliation needs an operator's eye).", []string{"state"}, nil)
+	oldest := prometheus.NewDesc("leadintake_oldest_processing_key_age_seconds",
+		"Age of the oldest key still processing (database-wide); 0 when there is none.", nil, nil)
+	ready := prometheus.NewDesc("leadintake_ready",
+		"1 when this api process is ready (the database answers and holds the migrations it needs, as /readyz says), else 0.", nil, nil)
+	return metrics.Collectors{
+		&metrics.Cached[float64]{
+			Descs: []*prometheus.Desc{ready}, Every: keyStateCacheFor,
+			Read: func(ctx context.Context) (float64, error) {
+				if st.Ready(ctx) != nil {
+					return 0, nil
+				}
+				return 1, nil
+			},
+			Report: func(isReady float64, gauge metrics.Gauge) { gauge(ready, isReady) },
+		},
+		&metrics.Cached[keyCounts]{
+			Descs: []*prometheus.Desc{keys, oldest}, Every: keyStateCacheFor,
+			Read: func(ctx context.Context) (keyCounts, error) {
+				byState, age, err := st.KeyCounts(ctx)
+				if err != nil {
+					logger.Warn("read key states for metrics", slog.String("error", err.Error()))
+				}
+				return keyCounts{byState, age}, err
+			},
+			Report: func(c keyCounts, gauge metrics.Gauge) {
+				for _, state := range lead.KeyStates {
+					gauge(keys, c.byState[state], string(state))
+				}
+				gauge(oldest, c.oldest)
+			},
+		},
 	}
-}
-
-func (c *keyStateCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.keys
-	ch <- c.oldest
-	ch <- c.ready
-}
-
-func (c *keyStateCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.readAt) > keyStateCacheFor {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		c.isReady = 0
-		if c.store.Ready(ctx) == nil {
-			c.isReady = 1
-		}
-		counts, oldest, err := c.store.KeyCounts(ctx)
-		if err != nil {
-			c.logger.Warn("read key states for metrics", slog.String("error", err.Error()))
-			ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, c.isReady)
-			return
-		}
-		c.counts, c.oldestAge, c.readAt = counts, oldest, time.Now()
-	}
-	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, c.isReady)
-	for _, state := range lead.KeyStates {
-		ch <- prometheus.MustNewConstMetric(c.keys, prometheus.GaugeValue, c.counts[state], string(state))
-	}
-	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, c.oldestAge)
 }

@@ -88,6 +88,14 @@ type setupOpts struct {
 	CallbackTimeout time.Duration
 	// CallbacksPerClient is the worker's; default jobs' own.
 	CallbacksPerClient int
+	// Second, when set, serves a second fake (Bundle.second) for a
+	// destination "second" of kind http: a CRM at /crm, a channel at
+	// /notify.
+	Second bool
+	// Client is added to client-a's entry in the clients file (crm,
+	// notify, owners, assign), and Destinations under the file's
+	// destinations.
+	Client, Destinations string
 }
 
 // hashKey keys the email's hash that finds a person's leads
@@ -122,6 +130,8 @@ type testBundle struct {
 	cfg jobs.Config
 	// dests are the worker's destinations: the fake's CRM and notification.
 	dests *jobs.Destinations
+	// second is the fake of the destination "second" (setupOpts.Second).
+	second *fake.Server
 	// queue is the store's Jobs: River's, with the worker's client.
 	queue *jobs.Queue
 }
@@ -208,7 +218,23 @@ func setup(t *testing.T, opts *setupOpts) *testBundle {
 	if err := b.store.GroupRuns(store.GroupOpts{}); err != nil {
 		t.Fatal(err)
 	}
-	b.callers = callers.NewHolder(clientsWithCallback(t, ts.URL+"/callbacks/"+clientID, callbackSecret))
+	file := "clients:\n  - id: " + clientID + "\n    callback:\n      url: " + ts.URL + "/callbacks/" + clientID + "\n      secret: " + callbackSecret + "\n" + opts.Client
+	if opts.Second {
+		b.second = fake.New(&fake.Options{NotifyToken: notifyToken, CRMToken: crmToken})
+		ts2 := httptest.NewServer(b.second)
+		t.Cleanup(ts2.Close)
+		t.Cleanup(b.second.Close)
+		opts.Destinations += "  - {name: second, kind: http, url: " + ts2.URL + "/notify, token: " + notifyToken + "}\n" +
+			"  - {name: second-crm, kind: http, url: " + ts2.URL + "/crm, token: " + crmToken + "}\n"
+	}
+	if opts.Destinations != "" {
+		file += "destinations:\n" + opts.Destinations
+	}
+	set, err := callers.ParseFile([]byte(file))
+	if err != nil {
+		t.Fatalf("clients file: %v\n%s", err, file)
+	}
+	b.callers = callers.NewHolder(set)
 	dopts := jobs.DestinationsOpts{Env: env, Callers: b.callers, Timeout: timeout}
 	if opts.Simulate {
 		enricher, dopts.Simulate = downstream.Simulator{}, downstream.Simulator{}.Destination
@@ -599,9 +625,11 @@ func (b *testBundle) cleanUpRound(t *testing.T) river.EventKind {
 // finisher, as the periodic jobs do, and waits for their end.
 func (b *testBundle) reconcile(t *testing.T) {
 	t.Helper()
-	reconcile, orphans := b.insertJob(t, jobs.ReconcileArgs{}), b.insertJob(t, jobs.FinishOrphansArgs{})
-	b.waitJob(t, reconcile, "completed")
-	b.waitJob(t, orphans, "completed")
+	// One after the other: run at once, the orphan finisher may leave a
+	// key awaiting reconciliation before the reconciler's round reads the
+	// keys, and the round would then settle it too.
+	b.waitJob(t, b.insertJob(t, jobs.ReconcileArgs{}), "completed")
+	b.waitJob(t, b.insertJob(t, jobs.FinishOrphansArgs{}), "completed")
 }
 
 // exec runs SQL on the test database.

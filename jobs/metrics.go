@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,6 +11,7 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/leadintake/leadintake/internal/metrics"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/store"
 )
@@ -111,39 +111,19 @@ func (m *Metrics) callbackDelivery(outcome string, age time.Duration) {
 	}
 }
 
-// pendingCallbacks reports, on each scrape, the age of the oldest callback
-// delivery still owed (read at most every 10 s).
-type pendingCallbacks struct {
-	store  *store.Store
-	desc   *prometheus.Desc
-	mu     sync.Mutex
-	readAt time.Time
-	age    float64
-}
-
 // NewPendingCallbacksCollector returns a collector of
-// leadintake_callback_oldest_pending_age_seconds (database-wide: aggregate
-// it with max across workers).
+// leadintake_callback_oldest_pending_age_seconds (read at most every 10 s;
+// database-wide: aggregate it with max across workers).
 func NewPendingCallbacksCollector(st *store.Store) prometheus.Collector {
-	return &pendingCallbacks{store: st, desc: prometheus.NewDesc("leadintake_callback_oldest_pending_age_seconds",
-		"Age of the oldest callback delivery not yet delivered nor given up (database-wide); 0 when none is.", nil, nil)}
-}
-
-func (c *pendingCallbacks) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *pendingCallbacks) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if time.Since(c.readAt) > 10*time.Second {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		age, err := c.store.OldestPendingCallback(ctx)
-		cancel()
-		if err != nil {
-			return
-		}
-		c.age, c.readAt = age.Seconds(), time.Now()
+	age := prometheus.NewDesc("leadintake_callback_oldest_pending_age_seconds",
+		"Age of the oldest callback delivery not yet delivered nor given up (database-wide); 0 when none is.", nil, nil)
+	return &metrics.Cached[time.Duration]{
+		Descs: []*prometheus.Desc{age}, Every: 10 * time.Second,
+		Read: st.OldestPendingCallback,
+		Report: func(oldest time.Duration, gauge metrics.Gauge) {
+			gauge(age, oldest.Seconds())
+		},
 	}
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, c.age)
 }
 
 // NewErasedCounter registers leadintake_leads_erased_total{reason} on reg:
@@ -171,132 +151,91 @@ func (m *Metrics) keysDeleted(n int64) {
 	}
 }
 
-// queues reports, on each scrape, the backlog of River's queues (jobs
-// available and running) and the age of the oldest job waiting in each,
-// asked of River's driver (read at most every 10 s; database-wide:
-// aggregate with max across workers).
-type queues struct {
-	client *river.Client[pgx.Tx]
-	names  []string
-	jobs   *prometheus.Desc
-	oldest *prometheus.Desc
-
-	mu      sync.Mutex
-	readAt  time.Time
-	counts  []*riverdriver.JobCountByQueueAndStateResult
-	oldestS map[string]float64
+// queueFigures are the backlog of River's queues, and the age of the
+// oldest job waiting in each, by queue name.
+type queueFigures struct {
+	counts []*riverdriver.JobCountByQueueAndStateResult
+	oldest map[string]float64
 }
 
 // NewQueuesCollector returns a collector of leadintake_queue_jobs{queue,state}
-// and leadintake_queue_oldest_available_seconds{queue} for the named queues.
+// (jobs available and running) and
+// leadintake_queue_oldest_available_seconds{queue} for the named queues,
+// asked of River's driver (read at most every 10 s; database-wide:
+// aggregate with max across workers).
 func NewQueuesCollector(client *river.Client[pgx.Tx], names ...string) prometheus.Collector {
-	return &queues{
-		client: client, names: names,
-		jobs: prometheus.NewDesc("leadintake_queue_jobs",
-			"River jobs by queue and state: available (waiting for a worker) and running (database-wide).", []string{"queue", "state"}, nil),
-		oldest: prometheus.NewDesc("leadintake_queue_oldest_available_seconds",
-			"How long the oldest job available in the queue has waited for a worker (database-wide); 0 when none waits.", []string{"queue"}, nil),
-	}
-}
-
-func (q *queues) Describe(ch chan<- *prometheus.Desc) {
-	ch <- q.jobs
-	ch <- q.oldest
-}
-
-func (q *queues) Collect(ch chan<- prometheus.Metric) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if time.Since(q.readAt) > 10*time.Second {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		counts, err := q.client.Driver().GetExecutor().JobCountByQueueAndState(ctx,
-			&riverdriver.JobCountByQueueAndStateParams{QueueNames: q.names})
-		if err != nil {
-			return
-		}
-		oldest := map[string]float64{}
-		for _, name := range q.names {
-			res, err := q.client.JobList(ctx, river.NewJobListParams().Queues(name).
-				States(rivertype.JobStateAvailable).OrderBy(river.JobListOrderByTime, river.SortOrderAsc).First(1))
+	jobs := prometheus.NewDesc("leadintake_queue_jobs",
+		"River jobs by queue and state: available (waiting for a worker) and running (database-wide).", []string{"queue", "state"}, nil)
+	oldest := prometheus.NewDesc("leadintake_queue_oldest_available_seconds",
+		"How long the oldest job available in the queue has waited for a worker (database-wide); 0 when none waits.", []string{"queue"}, nil)
+	return &metrics.Cached[queueFigures]{
+		Descs: []*prometheus.Desc{jobs, oldest}, Every: 10 * time.Second,
+		Read: func(ctx context.Context) (queueFigures, error) {
+			counts, err := client.Driver().GetExecutor().JobCountByQueueAndState(ctx,
+				&riverdriver.JobCountByQueueAndStateParams{QueueNames: names})
 			if err != nil {
-				return
+				return queueFigures{}, err
 			}
-			if len(res.Jobs) == 1 {
-				oldest[name] = max(0, time.Since(res.Jobs[0].ScheduledAt).Seconds())
+			f := queueFigures{counts: counts, oldest: map[string]float64{}}
+			for _, name := range names {
+				res, err := client.JobList(ctx, river.NewJobListParams().Queues(name).
+					States(rivertype.JobStateAvailable).OrderBy(river.JobListOrderByTime, river.SortOrderAsc).First(1))
+				if err != nil {
+					return queueFigures{}, err
+				}
+				if len(res.Jobs) == 1 {
+					f.oldest[name] = max(0, time.Since(res.Jobs[0].ScheduledAt).Seconds())
+				}
 			}
-		}
-		q.counts, q.oldestS, q.readAt = counts, oldest, time.Now()
-	}
-	for _, c := range q.counts {
-		ch <- prometheus.MustNewConstMetric(q.jobs, prometheus.GaugeValue, float64(c.CountAvailable), c.Queue, "available")
-		ch <- prometheus.MustNewConstMetric(q.jobs, prometheus.GaugeValue, float64(c.CountRunning), c.Queue, "running")
-	}
-	for _, name := range q.names {
-		ch <- prometheus.MustNewConstMetric(q.oldest, prometheus.GaugeValue, q.oldestS[name], name)
+			return f, nil
+		},
+		Report: func(f queueFigures, gauge metrics.Gauge) {
+			for _, c := range f.counts {
+				gauge(jobs, float64(c.CountAvailable), c.Queue, "available")
+				gauge(jobs, float64(c.CountRunning), c.Queue, "running")
+			}
+			for _, name := range names {
+				gauge(oldest, f.oldest[name], name)
+			}
+		},
 	}
 }
 
-// downstreams reports, on each scrape, what every worker of the database
-// knows of each downstream (read at most every 5 s; database-wide:
-// aggregate with max across workers): whether it is up, and the leads that
-// wait for it.
-type downstreams struct {
-	store                *store.Store
-	up, unauthorized, waiting, waitAge *prometheus.Desc
-
-	mu     sync.Mutex
-	readAt time.Time
-	states []store.DownstreamState
-}
-
-// NewDownstreamsCollector returns a collector of
-// leadintake_downstream_up{downstream}, leadintake_leads_waiting{downstream}
-// and leadintake_leads_waiting_oldest_seconds{downstream}.
+// NewDownstreamsCollector returns a collector of what every worker of the
+// database knows of each downstream: leadintake_downstream_up{downstream},
+// leadintake_downstream_unauthorized{downstream},
+// leadintake_leads_waiting{downstream} and
+// leadintake_leads_waiting_oldest_seconds{downstream} (read at most every
+// 5 s; database-wide: aggregate with max across workers). While a read
+// fails, the last figures stay: an outage's alert holds through a blip of
+// the database.
 func NewDownstreamsCollector(st *store.Store) prometheus.Collector {
-	return &downstreams{
-		store: st,
-		up: prometheus.NewDesc("leadintake_downstream_up",
-			"1 while the downstream answers, 0 while it is down: its calls fail for every lead that tries it (database-wide).", []string{"downstream"}, nil),
-		waiting: prometheus.NewDesc("leadintake_leads_waiting",
-			"Leads waiting for the downstream, down, holding calls or out of rate limit, without spending attempts (database-wide).", []string{"downstream"}, nil),
-		unauthorized: prometheus.NewDesc("leadintake_downstream_unauthorized",
-			"1 while the destination refuses its credentials (a revoked token, a deleted webhook): its leads wait until a call is accepted again, after the clients file is corrected (database-wide).", []string{"downstream"}, nil),
-		waitAge: prometheus.NewDesc("leadintake_leads_waiting_oldest_seconds",
-			"How long the lead that has waited longest for the downstream has waited (database-wide); 0 when none waits.", []string{"downstream"}, nil),
-	}
-}
-
-func (d *downstreams) Describe(ch chan<- *prometheus.Desc) {
-	ch <- d.up
-	ch <- d.unauthorized
-	ch <- d.waiting
-	ch <- d.waitAge
-}
-
-func (d *downstreams) Collect(ch chan<- prometheus.Metric) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if time.Since(d.readAt) > 5*time.Second {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		states, err := d.store.DownstreamStates(ctx)
-		cancel()
-		if err == nil {
-			d.states, d.readAt = states, time.Now()
-		}
-	}
-	for _, s := range d.states {
-		up := 0.0
-		if s.Up {
-			up = 1
-		}
-		ch <- prometheus.MustNewConstMetric(d.up, prometheus.GaugeValue, up, s.Name)
-		unauthorized := 0.0
-		if s.Unauthorized {
-			unauthorized = 1
-		}
-		ch <- prometheus.MustNewConstMetric(d.unauthorized, prometheus.GaugeValue, unauthorized, s.Name)
-		ch <- prometheus.MustNewConstMetric(d.waiting, prometheus.GaugeValue, float64(s.Waiting), s.Name)
-		ch <- prometheus.MustNewConstMetric(d.waitAge, prometheus.GaugeValue, s.OldestWaiting.Seconds(), s.Name)
+	up := prometheus.NewDesc("leadintake_downstream_up",
+		"1 while the downstream answers, 0 while it is down: its calls fail for every lead that tries it (database-wide).", []string{"downstream"}, nil)
+	unauthorized := prometheus.NewDesc("leadintake_downstream_unauthorized",
+		"1 while the destination refuses its credentials (a revoked token, a deleted webhook): its leads wait until a call is accepted again, after the clients file is corrected (database-wide).", []string{"downstream"}, nil)
+	waiting := prometheus.NewDesc("leadintake_leads_waiting",
+		"Leads waiting for the downstream, down, holding calls or out of rate limit, without spending attempts (database-wide).", []string{"downstream"}, nil)
+	waitAge := prometheus.NewDesc("leadintake_leads_waiting_oldest_seconds",
+		"How long the lead that has waited longest for the downstream has waited (database-wide); 0 when none waits.", []string{"downstream"}, nil)
+	return &metrics.Cached[[]store.DownstreamState]{
+		Descs: []*prometheus.Desc{up, unauthorized, waiting, waitAge}, Every: 5 * time.Second, Stale: true,
+		Read: st.DownstreamStates,
+		Report: func(states []store.DownstreamState, gauge metrics.Gauge) {
+			for _, s := range states {
+				isUp := 0.0
+				if s.Up {
+					isUp = 1
+				}
+				gauge(up, isUp, s.Name)
+				refused := 0.0
+				if s.Unauthorized {
+					refused = 1
+				}
+				gauge(unauthorized, refused, s.Name)
+				gauge(waiting, float64(s.Waiting), s.Name)
+				gauge(waitAge, s.OldestWaiting.Seconds(), s.Name)
+			}
+		},
 	}
 }

@@ -1,7 +1,8 @@
 // Package lead is the enquiry and its life, without a database or a network:
 // the lead a caller submits (its fields, their rules, its canonical form and
-// fingerprint), its score, and the state machine that takes it from the
-// claim to its final response.
+// fingerprint, the keyed hashes kept of it), its score, the rules of its
+// idempotency key (Key: what each state allows, how a retry is answered),
+// and the state machine that takes it from the claim to its final response.
 //
 // A lead's life is one function, Next: from the state saved after the last
 // step and the result of the last call, the next action and the state to
@@ -26,6 +27,9 @@
 //	a transient failure: retry (the downstream's Retry-After, or the policy);
 //	on the last attempt: CRM uncertain ─► key needs_reconciliation
 //	                      otherwise    ─► finish downstream_unavailable (502, re-opened by a retry)
+//	a downstream down, holding every call or out of its rate limit: wait
+//	(ActWait, no attempt spent) until it answers again; past
+//	DELIVERY_MAX_AGE, as on the last attempt
 //
 //	needs_reconciliation ──look-up (reconciler) or operator──► Settle:
 //	    found ─► CRM accepted, processing again (resumes at the notification)
@@ -43,4 +47,8 @@
 //	unfinished key ─► finish erased (422), never re-opened; the run stops
 //	at its next save, before any further call. Retention erases the
 //	personal data of a finished lead LEAD_RETENTION after it finished.
+//
+//	a web page's enquiry judged spam and quarantined: its key finishes at
+//	its claim (quarantined, 200 received), without a job, until an operator
+//	releases it; then it lives as a new claim's would.
 package lead

@@ -1,5 +1,6 @@
 // Package migrations holds leadintake's SQL migrations, embedded in the
-// binary, and Migrate, which applies River's migrations and then ours.
+// binary; Migrate, which applies River's migrations and then ours; and
+// Check, which tells whether a database holds them all.
 package migrations
 
 import (

@@ -1,9 +1,10 @@
 // Package operator is what an operator does to keys and leads, whether from
-// the command line (`api erase`, `api keys`) or the admin listener (POST
-// /admin/erasures): erase a person's leads, list and show keys, and settle a
-// key awaiting reconciliation. It goes through the same store and the same
-// state machine as the worker: a settle is lead.Settle and store.Resume, as
-// the reconciler's.
+// the command line (`api erase`, `api keys`, `api leads redrive`) or the
+// admin listener (POST /admin/erasures, /admin/redrives): erase a person's
+// leads, list and show keys, settle a key awaiting reconciliation, and
+// redrive failed keys. It goes through the same store and the same state
+// machine as the worker: a settle is lead.Settle and store.Resume, as the
+// reconciler's; a redrive re-opens a key as a retry would.
 package operator
 
 import (

@@ -1,7 +1,9 @@
 // Package response is leadintake's vocabulary towards callers: every error
 // code with its HTTP status, the error body, and the bodies of the final
-// responses that a finished key replays. The api writes the errors; the
-// worker writes the final responses; both take the words from here.
+// responses that a finished key replays, whole or as a web page sees them
+// (ForBrowser). The api writes the errors; the worker writes the final
+// responses (the store those of a quarantine and an erasure); all take the
+// words from here.
 package response
 
 import (

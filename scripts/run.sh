@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# `make run`: the whole system on this machine. PostgreSQL (the local one, or
-# one this starts or installs), the migrations, the fake downstream server
-# standing in for enrichment, CRM and notification, a worker, the api, and
-# the demo site (a lead form sending through the snippet with a publishable
-# key). Ctrl-C stops everything.
+# `make run`: the whole system on this machine. PostgreSQL (the server of
+# DATABASE_URL when it is set, else the checkout's private one, which
+# scripts/postgres.sh starts, and stops when this ends), the migrations, the
+# fake downstream server standing in for enrichment, CRM and notification, a
+# worker, the api, and the demo site (a lead form sending through the
+# snippet with a publishable key). Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The toolchain of the Makefile, also when this script is run on its own.
 export GOTOOLCHAIN="${GOTOOLCHAIN:-go1.27.3}"
 
-: "${DATABASE_URL:=postgres://postgres@127.0.0.1:5432/leadintake?sslmode=disable}"
+# Without DATABASE_URL, run again inside scripts/postgres.sh, which sets it
+# to the database leadintake of the private server.
+if [ -z "${DATABASE_URL:-}" ]; then
+  exec ./scripts/postgres.sh -v DATABASE_URL -d leadintake -- "$0" "$@"
+fi
 : "${API_ADDR:=127.0.0.1:8080}"
 : "${API_ADMIN_ADDR:=127.0.0.1:8081}"
 : "${WORKER_ADMIN_ADDR:=127.0.0.1:8082}"
@@ -31,10 +36,10 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-go1.27.3}"
 : "${PII_HASH_KEY:=demo-pii-hash-key-change-me-0123456789}"
 export DATABASE_URL ADMIN_USER ADMIN_PASSWORD PII_HASH_KEY
 
-# PostgreSQL: the server of DATABASE_URL must answer; the database is created
-# when missing.
+# PostgreSQL: the server of DATABASE_URL must answer (and be 14 or later);
+# the database is created when missing.
 server_url="${DATABASE_URL%/*}/postgres"
-TEST_DATABASE_URL="$server_url" ./scripts/postgres.sh
+./scripts/postgres.sh -v DATABASE_URL -- true
 dbname="${DATABASE_URL##*/}"; dbname="${dbname%%\?*}"
 if ! psql "$server_url" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$dbname'" | grep -q 1; then
   psql "$server_url" -qc "CREATE DATABASE \"$dbname\""
@@ -101,24 +106,32 @@ for _ in $(seq 1 50); do
 done
 curl -fsS "http://$DEMO_ADDR/" >/dev/null || { echo "the demo site did not start; see .run/demosite.log"; exit 1; }
 
+if [ -n "${LEADINTAKE_PRIVATE_PG:-}" ]; then
+  database="$DATABASE_URL (this checkout's own server, data in ${LEADINTAKE_PRIVATE_PG#$PWD/}; Ctrl-C stops it too)"
+else
+  database="$(sed -E 's#://([^:@/]*):[^@/]*@#://\1:***@#' <<<"$DATABASE_URL")"
+fi
+
+# What to open, look at and try. Pages a browser opens go in the first
+# block, one line each (name, URL, a note): the first place a user looks.
 cat <<MSG
 
-leadintake is running (logs in .run/: api.log, worker.log, fake.log, demosite.log). Try:
+leadintake is running. Logs: .run/api.log, worker.log, fake.log, demosite.log
+PostgreSQL: $database
 
-  # the demo lead form, in a browser: a page of its own origin that sends
-  # through its own copy of the snippet with a publishable key; reload it
-  # while it sends, or stop the api meanwhile; its budget and team size
-  # arrive in the fake CRM's record as fields
-  http://$DEMO_ADDR/
-  curl -s http://$FAKE_ADDR/_fake/crm      # the CRM's records, as received
+Open in a browser:
+  demo lead form  http://$DEMO_ADDR/
+                  a page of its own origin sending through its copy of the snippet
+                  with a publishable key; reload it while it sends, or stop the api
+  River UI        http://$API_ADMIN_ADDR/riverui/   (user $ADMIN_USER, password $ADMIN_PASSWORD)
 
-  # the form judges spam: send it within 2 seconds of loading the page (or
-  # fill in its hidden honeypot) and it thanks you, but the enquiry is
-  # quarantined; look at it, and release it to the CRM
-  export DATABASE_URL='$DATABASE_URL' PII_HASH_KEY='$PII_HASH_KEY' CLIENTS_FILE=.run/clients.yaml
-  bin/api spam list
-  bin/api spam release --client demo KEY
+Look at:
+  metrics         curl -u $ADMIN_USER:$ADMIN_PASSWORD http://$API_ADMIN_ADDR/metrics   (worker: http://$WORKER_ADMIN_ADDR/metrics)
+  the fake CRM    curl -s http://$FAKE_ADDR/_fake/crm      (the records as received; the form's budget and team size are fields)
+  deliveries      curl -s http://$FAKE_ADDR/_fake/state    (CRM, notifications, and the signed callbacks, verified)
+  the API         curl -s http://$API_ADDR/openapi.json
 
+Try:
   # submit a lead (run it twice: the second answer is replayed)
   curl -i http://$API_ADDR/v1/leads \\
     -H 'Authorization: Bearer $DEMO_TOKEN' \\
@@ -132,15 +145,12 @@ leadintake is running (logs in .run/: api.log, worker.log, fake.log, demosite.lo
   echo '{"email":"grace@example.com","source":"website","name":"Grace"}' |
     LEADINTAKE_URL=http://$API_ADDR LEADINTAKE_TOKEN=$DEMO_TOKEN bin/leadintake submit
 
-  # every finish is POSTed, signed, to the demo client's callback (the fake)
-  curl -s http://$FAKE_ADDR/_fake/state    # "callbacks": deliveries, verified
-
-  # the API's description
-  curl -s http://$API_ADDR/openapi.json
-
-  River UI:  http://$API_ADMIN_ADDR/riverui/   (user $ADMIN_USER, password $ADMIN_PASSWORD)
-  metrics:   curl -u $ADMIN_USER:$ADMIN_PASSWORD http://$API_ADMIN_ADDR/metrics   (worker: http://$WORKER_ADMIN_ADDR/metrics)
-  fake CRM:  curl -s http://$FAKE_ADDR/_fake/state
+  # the form judges spam: send it within 2 seconds of loading the page (or
+  # fill in its hidden honeypot) and it thanks you, but the enquiry is
+  # quarantined; look at it, and release it to the CRM
+  export DATABASE_URL='$DATABASE_URL' PII_HASH_KEY='$PII_HASH_KEY' CLIENTS_FILE=.run/clients.yaml
+  bin/api spam list
+  bin/api spam release --client demo KEY
 
 Ctrl-C stops everything.
 MSG

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Renders docs/metrics.png, the README's picture of leadintake's metrics:
+# Renders docs/metrics.png, docs/monitoring.md's picture of leadintake's metrics:
 # the system runs locally (`make run`: api, worker, fake downstream), takes a
 # few hundred submissions (some replayed, refused, or reusing a key; the fake
 # downstream fails some calls and refuses a few leads), Debian's Prometheus
@@ -7,7 +7,8 @@
 # headless Chromium photographs Prometheus' graph page. Everything started
 # here is stopped at the end, and its database dropped.
 #
-# Needs PostgreSQL (as `make run` does), Debian's prometheus package
+# Needs PostgreSQL (SHOT_DATABASE_URL, else the checkout's private server,
+# which scripts/postgres.sh starts), Debian's prometheus package
 # (scripts/promtool.sh installs it) and Chromium (scripts/chromium.sh).
 # pngquant (Debian's pngquant package), where present, shrinks the PNG to 256
 # colours.
@@ -18,7 +19,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN="${GOTOOLCHAIN:-go1.27.3}"
 
-: "${SHOT_DATABASE_URL:=postgres://postgres@127.0.0.1:5432/leadintake_screenshot?sslmode=disable}"
+# Without SHOT_DATABASE_URL, run again inside scripts/postgres.sh, which sets
+# it to a database of the checkout's private server.
+if [ -z "${SHOT_DATABASE_URL:-}" ]; then
+  exec ./scripts/postgres.sh -v SHOT_DATABASE_URL -d leadintake_screenshot -- "$0" "$@"
+fi
 : "${SHOT_API_ADDR:=127.0.0.1:18080}"
 : "${SHOT_API_ADMIN_ADDR:=127.0.0.1:18081}"
 : "${SHOT_WORKER_ADMIN_ADDR:=127.0.0.1:18082}"

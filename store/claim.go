@@ -238,34 +238,16 @@ func scanKey(k *lead.Key) []any {
 	return []any{&k.State, &k.Failure, &k.Superseded, &k.Erased, &k.Expired}
 }
 
-// readKeySQL reads a key for a claim: what decides its transitions, and
-// what a retry is answered with.
-const readKeySQL = `
-SELECT ` + keyColumns + `, k.fingerprint_hmac, k.plain_hashes, k.lead_id, k.response_status, k.response_body, k.publishable
-FROM idempotency_keys k WHERE k.client_id = $1 AND k.key = $2`
+// readKeySQL reads a key for a claim, expired or not. A claim compares
+// fingerprints only: it does not read the raw hash.
+var readKeySQL = keySQL(peekColumnsWith("NULL::bytea"), false)
 
-// existingKey is a key a claim found.
-type existingKey struct {
-	key         lead.Key
-	fingerprint []byte
-	plainHashes bool
-	leadID      uuid.UUID
-	response    *response.Final
-	publishable bool
-}
-
-func readKey(ctx context.Context, tx pgx.Tx, clientID, key string) (*existingKey, error) {
-	var (
-		e      existingKey
-		status *int16
-		body   []byte
-	)
-	err := tx.QueryRow(ctx, readKeySQL, clientID, key).Scan(append(scanKey(&e.key), &e.fingerprint, &e.plainHashes, &e.leadID, &status, &body, &e.publishable)...)
-	if err != nil {
+// readKey reads, in tx, the client's key for a claim, expired or not:
+// what decides its transitions, and what a retry is answered with.
+func readKey(ctx context.Context, tx pgx.Tx, clientID, key string) (*Peeked, error) {
+	var e Peeked
+	if err := scanPeeked(tx.QueryRow(ctx, readKeySQL, clientID, key), &e); err != nil {
 		return nil, err
-	}
-	if status != nil {
-		e.response = &response.Final{Status: int(*status), Body: body}
 	}
 	return &e, nil
 }
@@ -324,13 +306,18 @@ func (s *Store) Claim(ctx context.Context, p *ClaimParams) (*ClaimResult, error)
 	if s.jobs == nil {
 		return nil, errNoJobs
 	}
-	if s.group != nil && p.Payload.Supersedes == "" && len(p.Quarantine) == 0 && !p.Refuse {
-		res, ok, err := s.group.claim(ctx, p)
-		if ok || err != nil {
-			return res, err
+	if s.claims.grouping() && p.Payload.Supersedes == "" && len(p.Quarantine) == 0 && !p.Refuse {
+		leadID, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("claim: lead id: %w", err)
 		}
-		// Not claimed by a group: the key exists (or the group failed).
+		return s.claims.do(ctx, &groupedClaim{p: p, leadID: leadID, traceParent: tracing.TraceParent(ctx)})
 	}
+	return s.claimAlone(ctx, p)
+}
+
+// claimAlone is Claim in a transaction of its own: the single way.
+func (s *Store) claimAlone(ctx context.Context, p *ClaimParams) (*ClaimResult, error) {
 	// A claim races at most a handful of times (a winner that is deleted by
 	// clean-up as it expires, a take-over lost to another); past that the
 	// database is misbehaving.
@@ -358,13 +345,9 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 		if sup := p.Payload.Supersedes; sup != "" {
 			// The key's own state answers first: a retry of an amendment
 			// is a replay, whatever became of the key it supersedes.
-			existing, err := readKey(ctx, tx, p.ClientID, p.Key)
-			switch {
-			case err == nil && !existing.key.Expired:
-				res, err = s.answer(ctx, tx, p, existing)
+			if r, found, err := s.answerIfExists(ctx, tx, p); found || err != nil {
+				res = r
 				return err
-			case err != nil && !errors.Is(err, pgx.ErrNoRows):
-				return fmt.Errorf("claim: %w", err)
 			}
 			var refusal Outcome
 			if ch, refusal, err = inherit(ctx, tx, p); err != nil || refusal != 0 {
@@ -374,13 +357,9 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 		}
 
 		if p.Refuse {
-			existing, err := readKey(ctx, tx, p.ClientID, p.Key)
-			switch {
-			case err == nil && !existing.key.Expired:
-				res, err = s.answer(ctx, tx, p, existing)
+			if r, found, err := s.answerIfExists(ctx, tx, p); found || err != nil {
+				res = r
 				return err
-			case err != nil && !errors.Is(err, pgx.ErrNoRows):
-				return fmt.Errorf("claim: %w", err)
 			}
 			res = &ClaimResult{Outcome: OutcomeSpamRefused}
 			return errNothingToCommit
@@ -404,11 +383,11 @@ func (s *Store) claimOnce(ctx context.Context, p *ClaimParams) (*ClaimResult, er
 			if err != nil {
 				return fmt.Errorf("claim: %w", err)
 			}
-			if !existing.key.Allows(lead.KeyTakeOver) {
+			if !existing.Key.Allows(lead.KeyTakeOver) {
 				res, err = s.answer(ctx, tx, p, existing)
 				return err
 			}
-			args := readArgs(existing.key, rowArgs([]keyRow{k}, pgx.NamedArgs{"at_client": p.ClientID, "at_key": p.Key}))
+			args := readArgs(existing.Key, rowArgs([]keyRow{k}, pgx.NamedArgs{"at_client": p.ClientID, "at_key": p.Key}))
 			tag, err := tx.Exec(ctx, takeOverSQL, args)
 			if err != nil {
 				return fmt.Errorf("claim: take over expired key: %w", err)
@@ -550,30 +529,39 @@ func (s *Store) Supersedable(ctx context.Context, clientID, key, supersedes stri
 	return 0, nil
 }
 
-// answer answers a claim whose key exists and is not expired, as
-// lead.Key.Retry says: a different body is a mismatch, a key that a retry
-// re-opens is re-opened, a finished key is replayed, and an unfinished one
-// is in progress. A key not claimed through a publishable key is a
-// mismatch to a request through one, whatever its body.
-func (s *Store) answer(ctx context.Context, tx pgx.Tx, p *ClaimParams, e *existingKey) (*ClaimResult, error) {
-	if p.Publishable && !e.publishable {
-		return &ClaimResult{Outcome: OutcomeMismatch}, errNothingToCommit
+// answerIfExists answers the claim p, in tx, from its key when the key
+// exists and has not expired (found); otherwise the claim goes on.
+func (s *Store) answerIfExists(ctx context.Context, tx pgx.Tx, p *ClaimParams) (res *ClaimResult, found bool, err error) {
+	existing, err := readKey(ctx, tx, p.ClientID, p.Key)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("claim: %w", err)
+	case existing.Key.Expired:
+		return nil, false, nil
 	}
-	if !p.Fingerprint.Matches(e.fingerprint, e.plainHashes) {
-		return &ClaimResult{Outcome: OutcomeMismatch, State: e.key.State, LeadID: e.leadID}, errNothingToCommit
-	}
-	switch e.key.Retry() {
-	case lead.RetryReopens:
-		if err := s.reopenTx(ctx, tx, p.ClientID, p.Key, e.key, lead.KeyReopen, tracing.TraceParent(ctx)); err != nil {
+	res, err = s.answer(ctx, tx, p, existing)
+	return res, true, err
+}
+
+// answer answers, in tx, a claim whose key exists and is not expired, as
+// the key answers a retry (Peeked.Answer), and re-opens the key when a
+// retry re-opens it.
+func (s *Store) answer(ctx context.Context, tx pgx.Tx, p *ClaimParams, e *Peeked) (*ClaimResult, error) {
+	res, decided, _ := e.Answer(p.Publishable, func() (bool, error) {
+		return p.Fingerprint.Matches(e.Fingerprint, e.PlainHashes), nil
+	})
+	switch {
+	case decided:
+		return res, errNothingToCommit
+	case e.Key.Retry() == lead.RetryReopens:
+		if err := s.reopenTx(ctx, tx, p.ClientID, p.Key, e.Key, lead.KeyReopen, tracing.TraceParent(ctx)); err != nil {
 			return nil, err
 		}
-		return &ClaimResult{Outcome: OutcomeReopened, State: lead.KeyProcessing, LeadID: e.leadID}, nil
-	case lead.RetryReplay:
-		return &ClaimResult{Outcome: OutcomeReplayed, State: e.key.State, LeadID: e.leadID, Response: *e.response}, errNothingToCommit
-	case lead.RetryClaims:
-		return nil, errRaced // expired meanwhile: claim it
+		return &ClaimResult{Outcome: OutcomeReopened, State: lead.KeyProcessing, LeadID: e.LeadID}, nil
 	default:
-		return &ClaimResult{Outcome: OutcomeInProgress, State: e.key.State, LeadID: e.leadID}, errNothingToCommit
+		return nil, errRaced // expired meanwhile: claim it
 	}
 }
 
@@ -651,23 +639,6 @@ type Operation struct {
 const operationColumns = `k.state, k.lead_id, k.created_at, k.updated_at, k.expires_at, k.response_status, k.response_body,
        coalesce(k.supersedes, ''), coalesce(k.superseded_by, ''), k.publishable`
 
-const operationSQL = `
-SELECT ` + operationColumns + `
-FROM idempotency_keys k
-WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`
-
-// operationManySQL reads the keys of a group of operations at once; n is
-// the read's place in the group, from 1. Each key is looked up by its
-// primary key, as in peekManySQL.
-const operationManySQL = `
-SELECT g.n, ` + operationColumns + `
-FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(client_id, key, n)
-CROSS JOIN LATERAL (
-    SELECT * FROM idempotency_keys k1
-    WHERE k1.client_id = g.client_id AND k1.key = g.key AND (k1.expires_at IS NULL OR k1.expires_at > now())
-    LIMIT 1
-) k`
-
 // Operation returns the client's key, or ErrNotFound when the client has no
 // such key (another client's key included) or its retention has passed.
 // With GroupClaims, concurrent reads (polls, and the looks of requests
@@ -675,76 +646,12 @@ CROSS JOIN LATERAL (
 // listening connection comes back) are read together, in one statement a
 // group, at most GroupOpts.MaxInFlight statements at a time.
 func (s *Store) Operation(ctx context.Context, clientID, key string) (*Operation, error) {
-	if s.ops == nil {
-		op := Operation{Key: key}
-		err := scanOperation(s.db.QueryRow(ctx, operationSQL, clientID, key), &op)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, ErrNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("operation: %w", err)
-		}
-		return &op, nil
+	op, err := lookUp(ctx, s.ops, "operation", clientID, key)
+	if err != nil {
+		return nil, err
 	}
-	p := &pendingOperation{clientID: clientID, key: key, done: make(chan struct{})}
-	s.ops.add(p)
-	select {
-	case <-p.done:
-		return p.res, p.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("operation: %w", ctx.Err())
-	}
-}
-
-// pendingOperation is one read of an operation waiting for its group.
-type pendingOperation struct {
-	clientID, key string
-	res           *Operation
-	err           error
-	done          chan struct{}
-}
-
-// operationGroup reads a group of operations in one statement.
-func (s *Store) operationGroup(group []*pendingOperation) {
-	defer func() {
-		for _, p := range group {
-			close(p.done)
-		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), s.group.opts.Timeout)
-	defer cancel()
-	clients, keys := make([]string, len(group)), make([]string, len(group))
-	for i, p := range group {
-		clients[i], keys[i] = p.clientID, p.key
-	}
-	rows, err := s.pool.Query(ctx, operationManySQL, clients, keys)
-	if err == nil {
-		for rows.Next() {
-			var (
-				n  int
-				op Operation
-			)
-			if err = scanOperation(rows, &op, &n); err != nil {
-				break
-			}
-			if n >= 1 && n <= len(group) {
-				op.Key = group[n-1].key
-				group[n-1].res = &op
-			}
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
-	for _, p := range group {
-		switch {
-		case err != nil:
-			p.res, p.err = nil, fmt.Errorf("operation: %w", err)
-		case p.res == nil:
-			p.err = ErrNotFound
-		}
-	}
+	op.Key = key
+	return op, nil
 }
 
 // scanOperation scans a row of operationColumns, after the columns first
@@ -765,8 +672,8 @@ func scanOperation(row pgx.Row, op *Operation, first ...any) error {
 	return nil
 }
 
-// Peeked is a key as a read outside any transaction found it: enough to
-// answer a retry that cannot change it.
+// Peeked is a key as a read found it (Peek's, outside any transaction, or
+// a claim's): enough to answer a retry (Answer).
 type Peeked struct {
 	Key    lead.Key
 	LeadID uuid.UUID
@@ -785,41 +692,42 @@ type Peeked struct {
 	Publishable bool
 }
 
-// Answer is what a retry with the same request gets from the key, when a
-// read can decide it: replayed (finished), or in progress; false when only
-// a claim can (the key may be re-opened).
-func (p *Peeked) Answer() (*ClaimResult, bool) {
+// Answer is how the key answers a retry when a read can decide it (a
+// mismatch, a replay, a key in progress), and false when only a claim can
+// (lead.Key.Retry: the retry re-opens the key, or claims it). publishable
+// says the request came through a publishable key: a key not claimed
+// through one is a mismatch to it, whatever its body, and says nothing of
+// itself. same reports whether the request is the key's (its fingerprint
+// matches); it is asked only when that decides, and its error is
+// returned.
+func (p *Peeked) Answer(publishable bool, same func() (bool, error)) (*ClaimResult, bool, error) {
+	if publishable && !p.Publishable {
+		return &ClaimResult{Outcome: OutcomeMismatch}, true, nil
+	}
+	ok, err := same()
+	switch {
+	case err != nil:
+		return nil, false, err
+	case !ok:
+		return &ClaimResult{Outcome: OutcomeMismatch, State: p.Key.State, LeadID: p.LeadID}, true, nil
+	}
 	switch p.Key.Retry() {
 	case lead.RetryReplay:
-		return &ClaimResult{Outcome: OutcomeReplayed, State: p.Key.State, LeadID: p.LeadID, Response: p.Response}, true
+		return &ClaimResult{Outcome: OutcomeReplayed, State: p.Key.State, LeadID: p.LeadID, Response: p.Response}, true, nil
 	case lead.RetryInProgress:
-		return &ClaimResult{Outcome: OutcomeInProgress, State: p.Key.State, LeadID: p.LeadID}, true
+		return &ClaimResult{Outcome: OutcomeInProgress, State: p.Key.State, LeadID: p.LeadID}, true, nil
 	default:
-		return nil, false
+		return nil, false, nil
 	}
 }
 
 // peekColumns are what Peek reads of a key k.
-const peekColumns = keyColumns + `, k.lead_id, k.fingerprint_hmac, k.raw_hmac, k.plain_hashes, k.response_status, k.response_body, k.publishable`
+var peekColumns = peekColumnsWith("k.raw_hmac")
 
-const peekSQL = `
-SELECT ` + peekColumns + `
-FROM idempotency_keys k
-WHERE k.client_id = $1 AND k.key = $2 AND (k.expires_at IS NULL OR k.expires_at > now())`
-
-// peekManySQL reads the keys of a group of peeks at once; n is the peek's
-// place in the group, from 1. Each key is looked up by its primary key
-// (LATERAL, and LIMIT 1 so that the planner keeps it so): as a join, the
-// planner may hash the whole table, whatever its size, when its statistics
-// are old or missing.
-const peekManySQL = `
-SELECT g.n, ` + peekColumns + `
-FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(client_id, key, n)
-CROSS JOIN LATERAL (
-    SELECT * FROM idempotency_keys k1
-    WHERE k1.client_id = g.client_id AND k1.key = g.key AND (k1.expires_at IS NULL OR k1.expires_at > now())
-    LIMIT 1
-) k`
+// peekColumnsWith are peekColumns with raw for the raw hash.
+func peekColumnsWith(raw string) string {
+	return keyColumns + `, k.lead_id, k.fingerprint_hmac, ` + raw + `, k.plain_hashes, k.response_status, k.response_body, k.publishable`
+}
 
 // Peek reads the client's key in one statement outside any transaction,
 // and returns ErrNotFound when there is none or it expired. It decides
@@ -830,75 +738,7 @@ CROSS JOIN LATERAL (
 // submissions. With GroupClaims, concurrent peeks are read together, in
 // one statement.
 func (s *Store) Peek(ctx context.Context, clientID, key string) (*Peeked, error) {
-	if s.peeks == nil {
-		var pk Peeked
-		err := scanPeeked(s.db.QueryRow(ctx, peekSQL, clientID, key), &pk)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, ErrNotFound
-		}
-		if err != nil {
-			return nil, fmt.Errorf("peek: %w", err)
-		}
-		return &pk, nil
-	}
-	p := &pendingPeek{clientID: clientID, key: key, done: make(chan struct{})}
-	s.peeks.add(p)
-	select {
-	case <-p.done:
-		return p.res, p.err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("peek: %w", ctx.Err())
-	}
-}
-
-// pendingPeek is one peek waiting for its group.
-type pendingPeek struct {
-	clientID, key string
-	res           *Peeked
-	err           error
-	done          chan struct{}
-}
-
-// peekGroup reads a group of peeks in one statement.
-func (s *Store) peekGroup(group []*pendingPeek) {
-	defer func() {
-		for _, p := range group {
-			close(p.done)
-		}
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), s.group.opts.Timeout)
-	defer cancel()
-	clients, keys := make([]string, len(group)), make([]string, len(group))
-	for i, p := range group {
-		clients[i], keys[i] = p.clientID, p.key
-	}
-	rows, err := s.pool.Query(ctx, peekManySQL, clients, keys)
-	if err == nil {
-		for rows.Next() {
-			var (
-				n  int
-				pk Peeked
-			)
-			if err = scanPeeked(rows, &pk, &n); err != nil {
-				break
-			}
-			if n >= 1 && n <= len(group) {
-				group[n-1].res = &pk
-			}
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
-	for _, p := range group {
-		switch {
-		case err != nil:
-			p.res, p.err = nil, fmt.Errorf("peek: %w", err)
-		case p.res == nil:
-			p.err = ErrNotFound
-		}
-	}
+	return lookUp(ctx, s.peeks, "peek", clientID, key)
 }
 
 // scanPeeked scans a row of peekColumns, after the columns first (the
@@ -914,6 +754,114 @@ func scanPeeked(row pgx.Row, p *Peeked, first ...any) error {
 	}
 	if status != nil {
 		p.Response = response.Final{Status: int(*status), Body: body}
+	}
+	return nil
+}
+
+// keySQL reads columns of the key k that $1 (the client) and $2 (the key)
+// name; an expired key too unless live.
+func keySQL(columns string, live bool) string {
+	sql := `
+SELECT ` + columns + `
+FROM idempotency_keys k
+WHERE k.client_id = $1 AND k.key = $2`
+	if live {
+		sql += ` AND (k.expires_at IS NULL OR k.expires_at > now())`
+	}
+	return sql
+}
+
+// keysSQL reads columns of the keys that the arrays $1 (clients) and $2
+// (keys) name, expired ones left out, after n, the key's place in the
+// arrays, from 1. Each key is looked up by its primary key (LATERAL, and
+// LIMIT 1 so that the planner keeps it so): as a join, the planner may
+// hash the whole table, whatever its size, when its statistics are old or
+// missing.
+func keysSQL(columns string) string {
+	return `
+SELECT g.n, ` + columns + `
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(client_id, key, n)
+CROSS JOIN LATERAL (
+    SELECT * FROM idempotency_keys k1
+    WHERE k1.client_id = g.client_id AND k1.key = g.key AND (k1.expires_at IS NULL OR k1.expires_at > now())
+    LIMIT 1
+) k`
+}
+
+// newKeyReader returns the batcher of reads of live keys' columns,
+// scanned by scan, recorded as name in a grouped read's traces.
+func newKeyReader[T any](s *Store, name, columns string, scan func(pgx.Row, *T, ...any) error) *batcher[KeyName, *T] {
+	one, many := keySQL(columns, true), keysSQL(columns)
+	return &batcher[KeyName, *T]{
+		name: name,
+		run: func(ctx context.Context, names []KeyName, answer func(int, *T, error)) error {
+			return readKeys(ctx, s.pool, many, names, scan, answer)
+		},
+		single: func(ctx context.Context, n KeyName) (*T, error) { return readKeyAlone(ctx, s.db, one, n, scan) },
+	}
+}
+
+// lookUp reads the client's key with b: ErrNotFound as it is, any other
+// error as what's.
+func lookUp[T any](ctx context.Context, b *batcher[KeyName, *T], what, clientID, key string) (*T, error) {
+	v, err := b.do(ctx, KeyName{clientID, key})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, ErrNotFound
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return v, nil
+}
+
+// readKeyAlone reads the key name with sql (of keySQL), scanned by scan;
+// ErrNotFound when there is none.
+func readKeyAlone[T any](ctx context.Context, db DB, sql string, name KeyName, scan func(pgx.Row, *T, ...any) error) (*T, error) {
+	v := new(T)
+	err := scan(db.QueryRow(ctx, sql, name.ClientID, name.Key), v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// readKeys reads the keys names in one statement, sql (of keysSQL), and
+// answers each: its row, scanned by scan after its place, or ErrNotFound.
+func readKeys[T any](ctx context.Context, db DB, sql string, names []KeyName, scan func(pgx.Row, *T, ...any) error, answer func(int, *T, error)) error {
+	clients, keys := make([]string, len(names)), make([]string, len(names))
+	for i, n := range names {
+		clients[i], keys[i] = n.ClientID, n.Key
+	}
+	rows, err := db.Query(ctx, sql, clients, keys)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	got := make([]*T, len(names))
+	for rows.Next() {
+		var (
+			n int
+			v = new(T)
+		)
+		if err := scan(rows, v, &n); err != nil {
+			return err
+		}
+		if n >= 1 && n <= len(names) {
+			got[n-1] = v
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i, v := range got {
+		if v == nil {
+			answer(i, nil, ErrNotFound)
+		} else {
+			answer(i, v, nil)
+		}
 	}
 	return nil
 }

@@ -168,11 +168,7 @@ type Erasure struct {
 // Erasures returns the erasure requests recorded for the client and the
 // email's HMAC, oldest first.
 func (s *Store) Erasures(ctx context.Context, clientID string, emailHMAC []byte) ([]Erasure, error) {
-	rows, err := s.db.Query(ctx, `
+	return selectAll[Erasure](ctx, s.db, "erasures", `
 SELECT client_id, email_hmac, erased, requested_at, via FROM erasures
 WHERE client_id = $1 AND email_hmac = $2 ORDER BY requested_at`, clientID, emailHMAC)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[Erasure])
 }

@@ -302,32 +302,11 @@ func (s *Store) finishTx(ctx context.Context, tx pgx.Tx, durable bool, fs []*Fin
 // committed. With GroupRuns, that transaction may finish concurrent leads
 // too.
 func (s *Store) Finish(ctx context.Context, f *Finish) (*Finished, error) {
-	if s.runs != nil {
-		done, err := s.runs.finish(ctx, f)
-		if err != nil {
-			return nil, fmt.Errorf("finish lead %s: %w", f.LeadID, err)
-		}
-		return done, nil
-	}
-	return s.finishOne(ctx, f)
-}
-
-// finishOne is Finish in a transaction of its own.
-func (s *Store) finishOne(ctx context.Context, f *Finish) (*Finished, error) {
-	var (
-		done []Finished
-		fin  finishing
-	)
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		done, err = s.finishTx(ctx, tx, true, []*Finish{f}, &fin)
-		return err
-	})
+	done, err := s.finishes.do(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("finish lead %s: %w", f.LeadID, err)
 	}
-	s.announce(fin.finals...)
-	return &done[0], nil
+	return done, nil
 }
 
 // Callback payload types.

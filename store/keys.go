@@ -41,7 +41,7 @@ func (s *Store) ListKeys(ctx context.Context, f KeyFilter) ([]KeySummary, error)
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	rows, err := s.db.Query(ctx, `
+	return selectAll[KeySummary](ctx, s.db, "list keys", `
 SELECT client_id, key, state, lead_id, created_at, updated_at, expires_at
 FROM idempotency_keys
 WHERE ($1 = '' OR client_id = $1) AND ($2 = '' OR state = $2)
@@ -49,14 +49,6 @@ WHERE ($1 = '' OR client_id = $1) AND ($2 = '' OR state = $2)
   AND (expires_at IS NULL OR expires_at > now())
 ORDER BY created_at, client_id, key
 LIMIT $4`, f.ClientID, string(f.State), f.OlderThan, f.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[KeySummary])
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	return keys, nil
 }
 
 // KeyDetail is one key and its lead as an operator reads it: states, ids,

@@ -25,19 +25,11 @@ type KeyRef struct {
 // those not tried yet first, then those whose last look-up failed longest
 // ago.
 func (s *Store) AwaitingReconciliation(ctx context.Context, limit int) ([]KeyRef, error) {
-	rows, err := s.db.Query(ctx, `
+	return selectAll[KeyRef](ctx, s.db, "keys awaiting reconciliation", `
 SELECT client_id, key, lead_id FROM idempotency_keys
 WHERE state = 'needs_reconciliation'
 ORDER BY reconcile_after NULLS FIRST, updated_at
 LIMIT $1`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("keys awaiting reconciliation: %w", err)
-	}
-	refs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[KeyRef])
-	if err != nil {
-		return nil, fmt.Errorf("keys awaiting reconciliation: %w", err)
-	}
-	return refs, nil
 }
 
 // PostponeReconciliation moves a key awaiting reconciliation to the back of

@@ -81,7 +81,7 @@ func (s *Store) Redrive(ctx context.Context, p *RedriveParams) (*Redriven, error
 				case err != nil:
 					return err
 				default:
-					cands = append(cands, candidate{name: KeyName{p.ClientID, k}, key: e.key, ok: true})
+					cands = append(cands, candidate{name: KeyName{p.ClientID, k}, key: e.Key, ok: true})
 				}
 			}
 		} else {

@@ -160,15 +160,7 @@ func scanLead(row pgx.Row) (*Lead, error) {
 // nothing: a run of the worker takes the lead with its first save (see
 // Run), which comes before any call that acts.
 func (s *Store) Lead(ctx context.Context, leadID uuid.UUID) (*Lead, error) {
-	var (
-		l   *Lead
-		err error
-	)
-	if s.runs != nil {
-		l, err = s.runs.load(ctx, leadID)
-	} else {
-		l, err = scanLead(s.db.QueryRow(ctx, loadLeadSQL, leadID))
-	}
+	l, err := s.loads.do(ctx, leadID)
 	if err != nil {
 		return nil, fmt.Errorf("load lead %s: %w", leadID, err)
 	}
@@ -340,19 +332,14 @@ func (s *Store) Save(ctx context.Context, run *Run, p SaveParams) error {
 		saved savedLead
 		err   error
 	)
-	switch {
-	case s.runs != nil && !p.Durable:
-		saved, err = s.runs.save(ctx, row, p.Calls)
-	case p.Durable:
+	if p.Durable {
 		// A durable save commits: never cancelled (see uncancelled).
 		saved, err = uncancelled(ctx, func(ctx context.Context) (savedLead, error) {
 			leads, err := s.saveRows(ctx, true, []saveRow{row}, p.Calls)
 			return leads.of(row.LeadID), err
 		})
-	default:
-		var leads savedLeads
-		leads, err = s.saveRows(ctx, false, []saveRow{row}, p.Calls)
-		saved = leads.of(row.LeadID)
+	} else {
+		saved, err = s.saves.do(ctx, pendingSave{row: row, calls: p.Calls})
 	}
 	if err != nil {
 		return fmt.Errorf("save lead %s: %w", run.LeadID, err)
@@ -440,28 +427,19 @@ func (s *Store) saveRows(ctx context.Context, durable bool, rows []saveRow, call
 // run took it; run took it with a save) and that the lead's personal data
 // is not erased: ErrRunTaken or ErrErased when not, as Save would answer.
 func (s *Store) Holds(ctx context.Context, run *Run) error {
-	var err error
-	if s.runs != nil {
-		err = s.runs.check(ctx, *run)
-	} else {
-		p := &pendingCheck{run: *run}
-		if err = s.checkRuns(ctx, []*pendingCheck{p}); err == nil {
-			err = p.err
-		}
-	}
+	_, err := s.checks.do(ctx, *run)
 	if err != nil && !errors.Is(err, ErrRunTaken) && !errors.Is(err, ErrErased) {
 		return fmt.Errorf("check the hold on lead %s: %w", run.LeadID, err)
 	}
 	return err
 }
 
-// checkRuns reads the leads of ps in one statement, and sets each one's
-// answer (grouped, err). It returns an error, and sets nothing, when the
-// read failed.
-func (s *Store) checkRuns(ctx context.Context, ps []*pendingCheck) error {
-	ids := make([]uuid.UUID, len(ps))
-	for i, p := range ps {
-		ids[i] = p.run.LeadID
+// checkGroup reads the leads of runs in one statement, and answers each
+// run's check.
+func (s *Store) checkGroup(ctx context.Context, runs []Run, answer func(int, struct{}, error)) error {
+	ids := make([]uuid.UUID, len(runs))
+	for i, run := range runs {
+		ids[i] = run.LeadID
 	}
 	rows, err := s.db.Query(ctx, `SELECT id, run, erased_at IS NOT NULL FROM leads WHERE id = ANY($1)`, ids)
 	if err != nil {
@@ -471,7 +449,7 @@ func (s *Store) checkRuns(ctx context.Context, ps []*pendingCheck) error {
 		run    int32
 		erased bool
 	}
-	holds := make(map[uuid.UUID]hold, len(ps))
+	holds := make(map[uuid.UUID]hold, len(runs))
 	for rows.Next() {
 		var (
 			id uuid.UUID
@@ -486,15 +464,16 @@ func (s *Store) checkRuns(ctx context.Context, ps []*pendingCheck) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	for _, p := range ps {
-		h, ok := holds[p.run.LeadID]
+	for i, run := range runs {
+		h, ok := holds[run.LeadID]
 		switch {
 		case ok && h.erased:
-			p.err = ErrErased
-		case !ok || !p.run.Taken || h.run != p.run.Seq:
-			p.err = ErrRunTaken
+			answer(i, struct{}{}, ErrErased)
+		case !ok || !run.Taken || h.run != run.Seq:
+			answer(i, struct{}{}, ErrRunTaken)
+		default:
+			answer(i, struct{}{}, nil)
 		}
-		p.grouped = true
 	}
 	return nil
 }

@@ -29,13 +29,13 @@ func (s *Store) Release(ctx context.Context, clientID string, keys []string) (*R
 			name := KeyName{ClientID: clientID, Key: key}
 			e, err := readKey(ctx, tx, clientID, key)
 			switch {
-			case errors.Is(err, pgx.ErrNoRows) || err == nil && e.key.Expired:
+			case errors.Is(err, pgx.ErrNoRows) || err == nil && e.Key.Expired:
 				out.Skipped = append(out.Skipped, Skipped{KeyName: name, State: StateNotFound})
 				continue
 			case err != nil:
 				return err
-			case !e.key.Allows(lead.KeyRelease):
-				out.Skipped = append(out.Skipped, Skipped{KeyName: name, State: whyNotReleased(e.key)})
+			case !e.Key.Allows(lead.KeyRelease):
+				out.Skipped = append(out.Skipped, Skipped{KeyName: name, State: whyNotReleased(e.Key)})
 				continue
 			}
 			// A quarantined amendment supersedes its key now, if nothing
@@ -57,7 +57,7 @@ WHERE client_id = $1 AND key = $2 AND (superseded_by IS NULL OR superseded_by = 
 					continue
 				}
 			}
-			if err := s.reopenTx(ctx, tx, clientID, key, e.key, lead.KeyRelease, ""); err != nil {
+			if err := s.reopenTx(ctx, tx, clientID, key, e.Key, lead.KeyRelease, ""); err != nil {
 				return err
 			}
 			out.Keys = append(out.Keys, name)
@@ -94,7 +94,7 @@ func (s *Store) Quarantined(ctx context.Context, f QuarantineFilter) ([]Quaranti
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	rows, err := s.db.Query(ctx, `
+	return selectAll[QuarantinedKey](ctx, s.db, "quarantined keys", `
 SELECT k.client_id, k.key, k.lead_id, k.created_at, coalesce(l.spam_reasons, '{}')
 FROM idempotency_keys k
 JOIN leads l ON l.id = k.lead_id
@@ -103,14 +103,6 @@ WHERE k.state = 'quarantined' AND (k.expires_at IS NULL OR k.expires_at > now())
   AND ($2::float8 = 0 OR k.created_at > now() - $2::float8 * interval '1 second')
 ORDER BY k.created_at, k.client_id, k.key
 LIMIT $3`, f.ClientID, f.Since.Seconds(), f.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("quarantined keys: %w", err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowToStructByPos[QuarantinedKey])
-	if err != nil {
-		return nil, fmt.Errorf("quarantined keys: %w", err)
-	}
-	return keys, nil
 }
 
 // QuarantinedEnquiry is a quarantined key with the enquiry it holds, for

@@ -1,20 +1,26 @@
-// Package store owns leadintake's two tables, idempotency_keys and leads:
-// every statement that reads or writes them is here, with typed states that
-// match their CHECK constraints. The api claims keys and answers replays and
-// polls through it; the worker runs leads, finishes them, reconciles and
-// cleans up through it. Nothing here knows HTTP, River or the downstream
-// services: the enqueue step of a claim, and the completion of a job in a
-// finishing transaction, are handed in by the caller.
+// Package store owns leadintake's tables: idempotency_keys and leads; the
+// callbacks outbox; the shared state of each downstream (downstreams); the
+// delivery log of each lead's calls (lead_calls); and the logs of erasures
+// and redrives. Every statement that reads or writes them is here, with
+// typed states that match their CHECK constraints. The api claims keys and
+// answers replays and polls through it; the worker runs, finishes,
+// reconciles and cleans up leads, and shares what it knows of the
+// downstreams, through it; operators erase, redrive and release through it.
+// Nothing here knows HTTP, River or the downstream services: the jobs its
+// transactions start are inserted by the caller's Jobs.
 //
 // A claimed key, its lead and its job commit in one transaction; a finished
-// key's response, its lead's result and its job's completion in another.
-// Every write of a worker's run is fenced: it applies only while no later
-// run of the same lead has started (see Run).
+// key's response, its lead's result, its callback's delivery and the
+// wake-up of an amendment waiting for it in another, on disk before the
+// finish returns. Every write of a worker's run is fenced: it applies only
+// while no later run of the same lead has started (see Run). Concurrent
+// requests of one kind may run as one statement (GroupClaims, GroupRuns).
 package store
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -47,24 +53,26 @@ type DB interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// Store is the key and lead store. It is safe for concurrent use.
+// Store is leadintake's store. It is safe for concurrent use.
 type Store struct {
 	db DB
 	// pool is db when it is a pool: Ready needs one.
 	pool *pgxpool.Pool
 	// migrated is set once Ready found every migration applied.
 	migrated atomic.Bool
-	// group commits claims of new keys together, and peeks and ops read
-	// keys together (GroupClaims); nil for none.
-	group *claimGroup
-	peeks *batcher[*pendingPeek]
-	ops   *batcher[*pendingOperation]
-	// runs groups the saves and finishes of concurrent runs (GroupRuns);
-	// nil for none.
-	runs *runGroup
+	// claims, peeks and ops are the api's requests, in groups with
+	// GroupClaims; loads, saves, checks and finishes the worker's, with
+	// GroupRuns. Without, each goes alone.
+	claims   *batcher[*groupedClaim, *ClaimResult]
+	peeks    *batcher[KeyName, *Peeked]
+	ops      *batcher[KeyName, *Operation]
+	loads    *batcher[uuid.UUID, *Lead]
+	saves    *batcher[pendingSave, savedLead]
+	checks   *batcher[Run, struct{}]
+	finishes *batcher[*Finish, *Finished]
 	// announcer sends the announcements of finished keys (announce); nil
 	// on a transaction.
-	announcer *batcher[uuid.UUID]
+	announcer *queue[uuid.UUID]
 	// jobs inserts the jobs the store's transactions start (UseJobs).
 	jobs Jobs
 	// dupWindow is how far back a claim looks for a possible duplicate
@@ -103,6 +111,20 @@ type Jobs interface {
 // for anything that starts work (a claim, a finish, a resume).
 func (s *Store) UseJobs(j Jobs) { s.jobs = j }
 
+// selectAll runs the query sql and returns its rows as T, a column a field
+// in order; what names the query in its errors.
+func selectAll[T any](ctx context.Context, db DB, what, sql string, args ...any) ([]T, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	var all []T
+	if err == nil {
+		all, err = pgx.CollectRows(rows, pgx.RowToStructByPos[T])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return all, nil
+}
+
 // errNoJobs is the error of a transaction that would start work on a store
 // without Jobs.
 var errNoJobs = errors.New("store: no Jobs to start work with (UseJobs)")
@@ -112,8 +134,19 @@ func New(db DB) *Store {
 	s := &Store{db: db}
 	s.pool, _ = db.(*pgxpool.Pool)
 	if s.pool != nil {
-		s.announcer = &batcher[uuid.UUID]{maxBatch: 500, maxInFlight: 1, run: s.announceGroup}
+		s.announcer = &queue[uuid.UUID]{maxBatch: 500, maxInFlight: 1, run: s.announceGroup}
 	}
+	s.claims = &batcher[*groupedClaim, *ClaimResult]{name: "claim keys (grouped)", run: s.claimGroup,
+		single: func(ctx context.Context, c *groupedClaim) (*ClaimResult, error) { return s.claimAlone(ctx, c.p) },
+		twin:   func(c *groupedClaim) any { return KeyName{c.p.ClientID, c.p.Key} }, retryOne: true}
+	s.peeks = newKeyReader(s, "peek keys (grouped)", peekColumns, scanPeeked)
+	s.ops = newKeyReader(s, "read operations (grouped)", operationColumns, scanOperation)
+	s.loads = &batcher[uuid.UUID, *Lead]{name: "load leads (grouped)", run: s.loadGroup, single: s.loadOne}
+	s.saves = &batcher[pendingSave, savedLead]{name: "save leads (grouped)", run: s.saveGroup, single: s.saveOne,
+		twin: func(p pendingSave) any { return p.row.LeadID }}
+	s.checks = &batcher[Run, struct{}]{name: "check holds (grouped)", run: s.checkGroup, single: s.checkOne}
+	s.finishes = &batcher[*Finish, *Finished]{name: "finish leads (grouped)", run: s.finishGroup, single: s.finishOne,
+		twin: func(f *Finish) any { return f.LeadID }}
 	return s
 }
 

@@ -45,7 +45,7 @@ type pageOptions struct {
 // Demo returns the demo site: at / a lead form with two questions of its
 // own (budget, team size) and a honeypot, that sends through the snippet,
 // with its style sheet and script; the snippet itself at /leadintake.js,
-// hosted beside the page as the README recommends, so that the page loads
+// hosted beside the page as docs/forms.md recommends, so that the page loads
 // and keeps an enquiry while the api is out of reach; and /not-sent, where
 // the form's plain POST lands when the snippet did not run, telling the
 // visitor plainly that nothing was sent (the api itself would answer a

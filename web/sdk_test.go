@@ -123,35 +123,23 @@ func TestPublishedSnippetsArePinned(t *testing.T) {
 	}
 }
 
-// The README pins a published version's URL with that version's integrity
-// hash (publishedSnippets): a hash it gives is one a published version
-// has, and the version it names is published. (Which version the README
-// shows is the README's business: it names the current one once it is
-// written for it.)
-func TestREADMEIntegrity(t *testing.T) {
+// docs/forms.md gives the current version's integrity hash, with which a
+// site pins the versioned URL: it must be the hash of the file as it is.
+func TestFormsPageIntegrity(t *testing.T) {
 	t.Parallel()
-	readme := string(readFile(t, "../README.md"))
-	hashes := regexp.MustCompile(`sha384-[A-Za-z0-9+/]{64}`).FindAllString(readme, -1)
+	page := string(readFile(t, "../docs/forms.md"))
+	want := sha384Integrity(readFile(t, "sdk/leadintake.js"))
+	hashes := regexp.MustCompile(`sha384-[A-Za-z0-9+/]{64}`).FindAllString(page, -1)
 	if len(hashes) == 0 {
-		t.Fatalf("the README gives no sha384 integrity hash; the snippet's is %s", web.SnippetIntegrity)
-	}
-	versions := regexp.MustCompile(`leadintake@([0-9A-Za-z._-]+)\.js`).FindAllStringSubmatch(readme, -1)
-	if len(versions) == 0 {
-		t.Fatal("the README names no versioned URL of the snippet")
-	}
-	for _, v := range versions {
-		if _, ok := publishedSnippets[v[1]]; !ok {
-			t.Errorf("the README names %s, which is no published version", v[0])
-		}
+		t.Fatalf("docs/forms.md gives no sha384 integrity hash; the snippet's is %s", want)
 	}
 	for _, h := range hashes {
-		found := false
-		for _, v := range versions {
-			found = found || publishedSnippets[v[1]] == h
+		if h != want {
+			t.Errorf("docs/forms.md gives the integrity %s; sdk/leadintake.js %s has %s", h, web.SnippetVersion, want)
 		}
-		if !found {
-			t.Errorf("the README gives the integrity %s, which is no hash of the versions it names", h)
-		}
+	}
+	if url := "leadintake@" + web.SnippetVersion + ".js"; !strings.Contains(page, url) {
+		t.Errorf("docs/forms.md does not name the current versioned URL, %s", url)
 	}
 }
 

@@ -67,6 +67,18 @@ func operatorFor(ctx context.Context) (op *operator.Operator, close func(), err 
 	}, pool.Close, nil
 }
 
+const migrateUsage = "api migrate"
+
+// helped prints usage when args asks for it (api keys -h), and reports
+// whether it did.
+func helped(args []string, usage string, stdout io.Writer) bool {
+	if len(args) == 0 || !service.IsHelp(args[0]) {
+		return false
+	}
+	fmt.Fprintln(stdout, "usage: "+usage)
+	return true
+}
+
 // errHelped ends a command that printed its usage on -h.
 var errHelped = errors.New("usage printed")
 
@@ -107,6 +119,23 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printList prints items as one JSON array (empty, not null, for none), or
+// as a table: header, then row of each item, tab-separated.
+func printList[T any](w io.Writer, asJSON bool, items []T, header string, row func(T) string) error {
+	if asJSON {
+		if items == nil {
+			items = []T{}
+		}
+		return printJSON(w, items)
+	}
+	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
+	}
+	return tw.Flush()
 }
 
 const eraseUsage = "api erase --client ID --email ADDRESS [--json]"
@@ -158,6 +187,9 @@ const keysUsage = `api keys list [--client ID] [--state STATE] [--older-than DUR
 
 // runKeys is `api keys list|show|settle`.
 func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
+	if helped(args, keysUsage, stdout) {
+		return nil
+	}
 	if len(args) == 0 {
 		return &service.UsageError{Msg: "keys needs list, show or settle", Usage: keysUsage}
 	}
@@ -191,19 +223,10 @@ func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			if keys == nil {
-				keys = []store.KeySummary{}
-			}
-			return printJSON(stdout, keys)
-		}
-		tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "CLIENT\tKEY\tSTATE\tLEAD\tCREATED\tAGE")
-		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ClientID, k.Key, k.State, k.LeadID,
+		return printList(stdout, *asJSON, keys, "CLIENT\tKEY\tSTATE\tLEAD\tCREATED\tAGE", func(k store.KeySummary) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", k.ClientID, k.Key, k.State, k.LeadID,
 				k.CreatedAt.UTC().Format(time.RFC3339), time.Since(k.CreatedAt).Round(time.Second))
-		}
-		return tw.Flush()
+		})
 
 	case "show", "settle":
 		crmID := fs.String("crm-id", "", "settle: the CRM record the operator found")
@@ -336,6 +359,9 @@ const leadsUsage = `api leads redrive --client ID KEY... [--json]
 // each would, prints `redriven N` (or {"redriven": N, "keys": [...]}), and
 // names on stderr each named key that did not qualify (exit 1 then).
 func runLeads(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if helped(args, leadsUsage, stdout) {
+		return nil
+	}
 	if len(args) == 0 || args[0] != "redrive" {
 		return &service.UsageError{Msg: "leads needs redrive", Usage: leadsUsage}
 	}
@@ -411,6 +437,9 @@ const spamUsage = `api spam list [--client ID] [--since DURATION] [--limit N] [-
 // runSpam is `api spam list|show|release`: the quarantined enquiries of web
 // pages, for an operator to look at and release.
 func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if helped(args, spamUsage, stdout) {
+		return nil
+	}
 	if len(args) == 0 {
 		return &service.UsageError{Msg: "spam needs list, show or release", Usage: spamUsage}
 	}
@@ -441,18 +470,9 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			if keys == nil {
-				keys = []store.QuarantinedKey{}
-			}
-			return printJSON(stdout, keys)
-		}
-		tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "CLIENT\tKEY\tLEAD\tQUARANTINED\tREASONS")
-		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ClientID, k.Key, k.LeadID, k.CreatedAt.UTC().Format(time.RFC3339), strings.Join(k.Reasons, ","))
-		}
-		return tw.Flush()
+		return printList(stdout, *asJSON, keys, "CLIENT\tKEY\tLEAD\tQUARANTINED\tREASONS", func(k store.QuarantinedKey) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", k.ClientID, k.Key, k.LeadID, k.CreatedAt.UTC().Format(time.RFC3339), strings.Join(k.Reasons, ","))
+		})
 
 	case "show":
 		rest, err := parseArgs(fs, args[1:], 1, spamUsage, stdout)

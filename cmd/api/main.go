@@ -1,5 +1,6 @@
 // Command api serves leadintake's HTTP API and its admin listener; `api
-// migrate` applies the database migrations and exits.
+// migrate` applies the database migrations and exits; `api erase`, `api
+// keys`, `api leads` and `api spam` are an operator's commands.
 //
 // Configuration comes from the environment; `api -h` lists it.
 package main
@@ -84,37 +85,43 @@ type migrateConfig struct {
 	LogLevel    string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 }
 
-const usageHeader = `Usage: api [migrate | erase | keys]
+// commandList is every command of api: its usage lines (the commands'
+// own, which they print for -h), and what it does.
+var commandList = []struct{ usage, does string }{
+	{"api", "serve the HTTP API on API_ADDR and the admin listener on ADMIN_ADDR"},
+	{migrateUsage, "apply every migration (River's and leadintake's) and exit"},
+	{eraseUsage, "erase the personal data of the client's leads of that address"},
+	{keysUsage, "list and show keys, and settle a key awaiting reconciliation"},
+	{leadsUsage, "re-open failed keys, as a retry of each would"},
+	{spamUsage, "list and look at quarantined enquiries, and release them"},
+}
 
-  api           serve the HTTP API on API_ADDR and the admin listener on ADMIN_ADDR
-  api migrate   apply every migration (River's and leadintake's) and exit
-  api erase --client ID --email ADDRESS [--json]
-                erase the personal data of the client's leads of that address
-  api keys list [--client ID] [--state STATE] [--older-than DURATION] [--limit N] [--json]
-  api keys show --client ID KEY [--json]
-  api keys settle --client ID KEY (--crm-id CRMID | --not-found) [--json]
-                list, show, and settle a key awaiting reconciliation
-  api leads redrive --client ID KEY... [--json]
-  api leads redrive --outcome downstream_unavailable [--client ID] [--since DURATION] [--dry-run] [--json]
-                re-open failed keys, as a retry of each would
-  api spam list [--client ID] [--since DURATION] [--limit N] [--json]
-  api spam show --client ID KEY [--json]
-  api spam release --client ID KEY... [--json]
-                list and look at quarantined enquiries, and release them
-                re-open failed keys, as a retry of each would
-                list, show, and settle a key awaiting reconciliation
+// usageHeader is what `api -h` prints before the table of the environment.
+func usageHeader() string {
+	var b strings.Builder
+	b.WriteString("Usage: api [migrate | erase | keys | leads | spam] [-h]\n\n")
+	for _, c := range commandList {
+		for _, line := range strings.Split(c.usage, "\n") {
+			fmt.Fprintf(&b, "  %s\n", strings.TrimSpace(line))
+		}
+		fmt.Fprintf(&b, "                %s\n", c.does)
+	}
+	b.WriteString(`
+Each command prints its usage for -h.
 
 Environment (of api; the commands read DATABASE_URL, PII_HASH_KEY, the
 retentions, API_CLIENTS and CLIENTS_FILE from it):
-`
+`)
+	return b.String()
+}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 1 {
 		switch a := args[1]; {
 		case service.IsHelp(a):
-			return service.Usage(stdout, usageHeader, &config{})
-		case a == "migrate" && len(args) == 2:
-			return runMigrate(ctx, stdout)
+			return service.Usage(stdout, usageHeader(), &config{})
+		case a == "migrate":
+			return runMigrate(ctx, args[2:], stdout)
 		case a == "erase":
 			return runErase(ctx, args[2:], stdout)
 		case a == "keys":
@@ -157,7 +164,22 @@ type limits struct {
 	trusted []netip.Prefix
 }
 
-func runMigrate(ctx context.Context, stdout io.Writer) error {
+// migrateHelp is what `api migrate -h` prints before its environment.
+const migrateHelp = `usage: ` + migrateUsage + `
+
+Applies every migration (River's and leadintake's) and exits 0; safe to run
+again, and concurrent runs wait for each other.
+
+Environment:
+`
+
+func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
+	switch {
+	case len(args) == 1 && service.IsHelp(args[0]):
+		return service.Usage(stdout, migrateHelp, &migrateConfig{})
+	case len(args) > 0:
+		return &service.UsageError{Msg: fmt.Sprintf("migrate takes no argument, not %q", args[0]), Usage: migrateUsage}
+	}
 	var cfg migrateConfig
 	if err := service.Config(&cfg); err != nil {
 		return fmt.Errorf("config: %w", err)

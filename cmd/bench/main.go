@@ -1,5 +1,5 @@
 // Command bench measures leadintake against PostgreSQL's own limit on the
-// same machine, in one run (`make bench`, see BENCHMARKS.md):
+// same machine, in one run (`make bench`, see docs/performance.md):
 //
 //  1. the limit: pgbench, -M prepared, on a scratch database migrated with
 //     `api migrate`: the claim's writes in one transaction (claim.pgbench:
@@ -43,6 +43,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/internal/system"
 	"github.com/leadintake/leadintake/lead"
@@ -74,7 +75,7 @@ type options struct {
 
 // allFeatures are what -features may switch on: what a user of the service
 // would switch on (see stack.features).
-var allFeatures = []string{"spam", "bucket"}
+var allFeatures = []string{"spam", "bucket", "assign", "hubspot", "channels"}
 
 var allPhases = []string{"pgbench", "claims", "spam", "paced", "wait", "callbacks", "burst", "system", "replays"}
 
@@ -378,7 +379,7 @@ func serverVersion(ctx context.Context, serverURL string) (string, error) {
 	defer pool.Close()
 	var v string
 	if err := pool.QueryRow(ctx, "SELECT 'PostgreSQL ' || current_setting('server_version')").Scan(&v); err != nil {
-		return "", fmt.Errorf("PostgreSQL at %s: %w (run ./scripts/postgres.sh)", scratchdb.Redacted(serverURL), err)
+		return "", fmt.Errorf("PostgreSQL at %s: %w (make bench runs it against a private server: scripts/postgres.sh)", scratchdb.Redacted(serverURL), err)
 	}
 	return v, nil
 }
@@ -432,9 +433,15 @@ type pacedResult struct {
 	Leads   int     `json:"leads"`
 	Seconds float64 `json:"seconds"`
 	Errors  int     `json:"errors"`
-	// PostToNotify: from sending the POST to the fake receiving the
-	// notification of its lead.
+	// PostToNotify: from sending the POST to the last of its lead's
+	// channels answering its message (the generic notification at the
+	// fake, and the Slack stand-in's under the "channels" feature).
 	PostToNotify latencyStats `json:"post_to_notify"`
+	// CRMToLastChannel: from the CRM (the fake, or the HubSpot stand-in)
+	// answering the lead's write to the last of its channels answering.
+	CRMToLastChannel latencyStats `json:"crm_to_last_channel"`
+	// Channels are the channels of each lead.
+	Channels []string `json:"channels"`
 	// PostToFinished: from sending the POST to the key's finished_at (the
 	// start of the worker's finishing transaction, PostgreSQL's clock).
 	PostToFinished latencyStats `json:"post_to_finished"`
@@ -479,11 +486,10 @@ type burstResult struct {
 }
 
 func runServicePhases(ctx context.Context, o *options, bins *system.Binaries, res *results, warn func(string, ...any)) error {
-	s, closeStack, err := openStack(ctx, o.serverURL, "leadintake_bench_", 2, bins)
+	s, closeStack, err := openStack(ctx, o.serverURL, "leadintake_bench_", 2, bins, o.features)
 	if err != nil {
 		return err
 	}
-	s.features = o.features
 	defer closeStack()
 	pool, dbURL := s.pool, s.dbURL
 	fmt.Printf("api pid %d on %s\n", apiPID, s.apiURL)
@@ -748,12 +754,15 @@ func runPaced(ctx context.Context, s *stack, lg *loadGen, run string, rate float
 	sendEnd := time.Now()
 	after := takeCPU(benchPIDs()...)
 
-	// Wait for every notification, then for every key to be finished.
+	// Wait for every lead's last channel, then for every key to be
+	// finished.
+	channels := s.channelsOf()
+	refOf := func(key string) string { return intake.ExternalRef(benchClient, key) }
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		missing := 0
 		for _, x := range sents {
-			if _, ok := s.notify.get(x.leadID); x.ok && !ok {
+			if _, _, ok := s.stamps.delivered(refOf(x.key), channels); x.ok && !ok {
 				missing++
 			}
 		}
@@ -802,23 +811,24 @@ WHERE k.client_id = $1 AND k.key = ANY($2)`, benchClient, keys)
 		return nil, nil, err
 	}
 
-	p := &pacedResult{Rate: rate, Leads: n, Seconds: sendEnd.Sub(start).Seconds(), CPU: cpuBetween(before, after, apiPID, workerPID)}
-	var toNotify, toFinished, wait, fetchToNotify, post []time.Duration
+	p := &pacedResult{Rate: rate, Leads: n, Seconds: sendEnd.Sub(start).Seconds(), CPU: cpuBetween(before, after, apiPID, workerPID), Channels: channels}
+	var toNotify, toFinished, wait, fetchToNotify, post, crmToLast []time.Duration
 	for _, x := range sents {
 		if !x.ok {
 			p.Errors++
 			continue
 		}
 		post = append(post, x.post)
-		nt, _ := s.notify.get(x.leadID)
+		crm, nt, _ := s.stamps.delivered(refOf(x.key), channels)
 		toNotify = append(toNotify, nt.Sub(x.at))
+		crmToLast = append(crmToLast, nt.Sub(crm))
 		if t, ok := times[x.key]; ok {
 			toFinished = append(toFinished, t.finished.Sub(x.at))
 			wait = append(wait, t.attempted.Sub(t.created))
 			fetchToNotify = append(fetchToNotify, nt.Sub(t.attempted))
 		}
 	}
-	p.PostToNotify, p.PostToFinished = statsOf(toNotify), statsOf(toFinished)
+	p.PostToNotify, p.PostToFinished, p.CRMToLastChannel = statsOf(toNotify), statsOf(toFinished), statsOf(crmToLast)
 	p.JobWait, p.FetchToNotify, p.Post = statsOf(wait), statsOf(fetchToNotify), statsOf(post)
 	return p, keys, nil
 }
@@ -858,6 +868,7 @@ func printSummary(r *results) {
 	if p := r.Service.Paced; p != nil {
 		fmt.Printf("  %-34s p50 %6.2f ms  p90 %6.2f ms  p99 %6.2f ms  max %6.2f ms  (%d leads at %.0f/s, %d errors)\n",
 			"POST to notification", p.PostToNotify.P50Ms, p.PostToNotify.P90Ms, p.PostToNotify.P99Ms, p.PostToNotify.MaxMs, p.Leads, p.Rate, p.Errors)
+		fmt.Printf("  %-34s p50 %6.2f ms  p90 %6.2f ms  p99 %6.2f ms  (channels: %s)\n", "CRM accepted to last channel", p.CRMToLastChannel.P50Ms, p.CRMToLastChannel.P90Ms, p.CRMToLastChannel.P99Ms, strings.Join(p.Channels, ", "))
 		fmt.Printf("  %-34s p50 %6.2f ms  p90 %6.2f ms  p99 %6.2f ms\n", "  of which job created to fetched", p.JobWait.P50Ms, p.JobWait.P90Ms, p.JobWait.P99Ms)
 		fmt.Printf("  %-34s p50 %6.2f ms  p90 %6.2f ms  p99 %6.2f ms\n", "  of which fetched to notification", p.FetchToNotify.P50Ms, p.FetchToNotify.P90Ms, p.FetchToNotify.P99Ms)
 		fmt.Printf("  %-34s p50 %6.2f ms  p90 %6.2f ms  p99 %6.2f ms\n", "POST to key finished (db clock)", p.PostToFinished.P50Ms, p.PostToFinished.P90Ms, p.PostToFinished.P99Ms)

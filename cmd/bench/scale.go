@@ -159,7 +159,7 @@ func runScale(ctx context.Context, args []string) error {
 }
 
 func runScaleSteps(ctx context.Context, o *scaleOptions, bins *system.Binaries, res *scaleResults, warn func(string, ...any)) error {
-	s, closeStack, err := openStack(ctx, o.serverURL, "leadintake_bench_scale_", 4, bins)
+	s, closeStack, err := openStack(ctx, o.serverURL, "leadintake_bench_scale_", 4, bins, nil)
 	if err != nil {
 		return err
 	}

@@ -15,11 +15,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/leadintake/leadintake/destination/hubspot/hubspotfake"
+	"github.com/leadintake/leadintake/destination/slack/slackfake"
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/internal/system"
@@ -60,8 +63,120 @@ type stack struct {
 	// features are what a user would switch on (-features): "spam" makes
 	// the whole-system phase post through a page's judged publishable
 	// key, "bucket" gives the worker a shared rate limit per downstream,
-	// too high to bind.
+	// too high to bind; "assign" gives the bench's client owners and a
+	// rule that assigns every lead; "hubspot" makes its CRM a HubSpot
+	// destination (the stand-in, in this process); "channels" gives it
+	// two notification channels, the generic one and a Slack bot (the
+	// stand-in).
 	features map[string]bool
+	// hubspot and slack serve the stand-ins of the "hubspot" and
+	// "channels" features.
+	hubspot, slack *httptest.Server
+	// stamps are when each lead's CRM write and its channels' messages
+	// were answered, by reference.
+	stamps *stamps
+}
+
+// stamps are the times the stand-ins answered, per reference: the CRM's
+// write (the first that succeeded) and each channel's message.
+type stamps struct {
+	mu       sync.Mutex
+	crm      map[string]time.Time
+	channels map[string]map[string]time.Time
+}
+
+func (st *stamps) stamp(what, ref string, at time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if what == "crm" {
+		if _, ok := st.crm[ref]; !ok {
+			st.crm[ref] = at
+		}
+		return
+	}
+	m := st.channels[ref]
+	if m == nil {
+		m = map[string]time.Time{}
+		st.channels[ref] = m
+	}
+	if _, ok := m[what]; !ok {
+		m[what] = at
+	}
+}
+
+// delivered returns when the CRM accepted ref and when its last channel
+// did, and whether all of want's channels did.
+func (st *stamps) delivered(ref string, want []string) (crm, last time.Time, ok bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	crm, ok = st.crm[ref]
+	for _, c := range want {
+		at, got := st.channels[ref][c]
+		if !got {
+			return crm, last, false
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return crm, last, ok
+}
+
+// stamped wraps h so that each request that matches is stamped, by the
+// reference refOf finds in its body, once h answered it with a 2xx.
+func (st *stamps) stamped(h http.Handler, what string, matches func(*http.Request) bool, refOf func([]byte) string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !matches(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		if rec.status < 300 {
+			if ref := refOf(body); ref != "" {
+				st.stamp(what, ref, time.Now())
+			}
+		}
+	})
+}
+
+// statusRecorder remembers the status a handler answered with.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+// jsonRef finds a reference at path (member names) in a JSON body; "[0]"
+// takes an array's first element.
+func jsonRef(path ...string) func([]byte) string {
+	return func(body []byte) string {
+		var v any
+		if json.Unmarshal(body, &v) != nil {
+			return ""
+		}
+		for _, p := range path {
+			switch x := v.(type) {
+			case map[string]any:
+				v = x[p]
+			case []any:
+				if p != "[0]" || len(x) == 0 {
+					return ""
+				}
+				v = x[0]
+			default:
+				return ""
+			}
+		}
+		ref, _ := v.(string)
+		return ref
+	}
 }
 
 // unbindingLimit is the rate limit of each downstream under the "bucket"
@@ -85,7 +200,7 @@ func (n *notifyLog) get(leadID string) (time.Time, bool) {
 // prefix), a pool of maxConns connections on it for the bench's own
 // queries, and a stack with the api started. close drops all of it; it is
 // set whenever the error is nil.
-func openStack(ctx context.Context, serverURL, prefix string, maxConns int, bins *system.Binaries) (s *stack, close func(), err error) {
+func openStack(ctx context.Context, serverURL, prefix string, maxConns int, bins *system.Binaries, features map[string]bool) (s *stack, close func(), err error) {
 	dbURL, drop, err := migratedDatabase(ctx, serverURL, prefix, bins)
 	if err != nil {
 		return nil, nil, err
@@ -111,6 +226,11 @@ func openStack(ctx context.Context, serverURL, prefix string, maxConns int, bins
 		pool.Close()
 		drop()
 	}
+	s.features = features
+	if err := s.writeClients(); err != nil {
+		close()
+		return nil, nil, err
+	}
 	if err := s.startAPI(ctx); err != nil {
 		close()
 		return nil, nil, err
@@ -130,6 +250,16 @@ func newStack(bins *system.Binaries, dbURL string, pool *pgxpool.Pool) (*stack, 
 	s := &stack{bins: bins, dbURL: dbURL, pool: pool, token: "bench-" + randomHex(16), cbToken: "bench-cb-" + randomHex(16), dir: dir}
 	s.fake = fake.New(&fake.Options{CallbackSecret: secret})
 	s.notify = &notifyLog{at: map[string]time.Time{}}
+	s.stamps = &stamps{crm: map[string]time.Time{}, channels: map[string]map[string]time.Time{}}
+	post := func(suffix string) func(*http.Request) bool {
+		return func(r *http.Request) bool { return r.Method != http.MethodGet && strings.HasSuffix(r.URL.Path, suffix) }
+	}
+	s.hubspot = httptest.NewServer(s.stamps.stamped(hubspotfake.New(nil), "crm", post("/batch/upsert"), jsonRef("inputs", "[0]", "objectWriteTraceId")))
+	s.slack = httptest.NewServer(s.stamps.stamped(slackfake.New(nil), "slack", post("/chat.postMessage"), jsonRef("metadata", "event_payload", "external_ref")))
+	fakeHandler := s.stamps.stamped(s.stamps.stamped(s.fake, "notification", post("/notify"), jsonRef("external_ref")),
+		"crm", func(r *http.Request) bool {
+			return strings.HasPrefix(r.URL.Path, "/crm/leads") && r.Method != http.MethodGet
+		}, jsonRef("external_ref"))
 	s.fakeSrv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/notify" {
 			at := time.Now()
@@ -146,7 +276,7 @@ func newStack(bins *system.Binaries, dbURL string, pool *pgxpool.Pool) (*stack, 
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
-		s.fake.ServeHTTP(w, r)
+		fakeHandler.ServeHTTP(w, r)
 	}))
 	s.verify = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -154,24 +284,48 @@ func newStack(bins *system.Binaries, dbURL string, pool *pgxpool.Pool) (*stack, 
 		_, _ = io.WriteString(w, `{"success": true}`)
 	}))
 	s.clientsFile = filepath.Join(dir, "clients.yaml")
-	if err := os.WriteFile(s.clientsFile, s.clientsYAML(), 0o600); err != nil {
-		s.fake.Close()
-		s.fakeSrv.Close()
-		s.verify.Close()
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
 	s.stopAnalyze = keepAnalyzed(pool, analyzeEvery)
 	return s, nil
 }
 
+// writeClients writes the clients file of both processes (clientsYAML),
+// with the destinations and owners of the features on.
+func (s *stack) writeClients() error {
+	return os.WriteFile(s.clientsFile, s.clientsYAML(), 0o600)
+}
+
+// channelsOf are the channels a lead of the bench's client is announced on.
+func (s *stack) channelsOf() []string {
+	if s.features["channels"] {
+		return []string{"notification", "slack"}
+	}
+	return []string{"notification"}
+}
+
 // clientsYAML is the clients file of both processes: the bench's client,
-// with the publishable keys of the spam phase, and benchCallbackClient with
-// its callback to the fake's receiver.
+// with the publishable keys of the spam phase (and the destinations and
+// owners of the features on), and benchCallbackClient with its callback to
+// the fake's receiver.
 func (s *stack) clientsYAML() []byte {
 	hash := func(token string) string {
 		sum := sha256.Sum256([]byte(token))
 		return hex.EncodeToString(sum[:])
+	}
+	var extra, dests string
+	if s.features["hubspot"] {
+		extra += "    crm: bench-hubspot\n"
+		dests += fmt.Sprintf("  - {name: bench-hubspot, kind: hubspot, token: %s, base_url: %s}\n", hubspotfake.DefaultToken, s.hubspot.URL)
+	}
+	if s.features["channels"] {
+		extra += "    notify: [notification, bench-slack]\n"
+		dests += fmt.Sprintf("  - {name: bench-slack, kind: slack, token: %s, channel: %s, base_url: %s}\n", slackfake.DefaultToken, slackfake.DefaultChannel, s.slack.URL)
+	}
+	if s.features["assign"] {
+		extra += "    owners: [{name: ann, crm_owner: \"101\"}, {name: bo, crm_owner: \"102\"}, {name: cy, crm_owner: \"103\"}, {name: di, crm_owner: \"104\"}]\n" +
+			"    assign: [{when: {tier: [hot]}, pool: [ann, bo]}, {pool: [cy, di]}]\n"
+	}
+	if dests != "" {
+		dests = "destinations:\n" + dests
 	}
 	return fmt.Appendf(nil, `clients:
   - id: %s
@@ -185,13 +339,13 @@ func (s *stack) clientsYAML() []byte {
       - key: %s
         origins: [%s]
         spam: {captcha: {verify_url: %s, secret: bench-captcha-secret}}
-  - id: %s
+%s  - id: %s
     tokens_sha256: [%s]
     callback:
       url: %s/callbacks/%s
       secret: %s
-`, benchClient, hash(s.token), pkPlain, benchOrigin, pkJudged, benchOrigin, pkCaptcha, benchOrigin, s.verify.URL,
-		benchCallbackClient, hash(s.cbToken), s.fakeSrv.URL, benchCallbackClient, benchCallbackSecret)
+%s`, benchClient, hash(s.token), pkPlain, benchOrigin, pkJudged, benchOrigin, pkCaptcha, benchOrigin, s.verify.URL, extra,
+		benchCallbackClient, hash(s.cbToken), s.fakeSrv.URL, benchCallbackClient, benchCallbackSecret, dests)
 }
 
 // analyzeEvery is how often keepAnalyzed analyzes the tables.
@@ -324,6 +478,8 @@ func (s *stack) close() {
 	s.fake.Close()
 	s.fakeSrv.Close()
 	s.verify.Close()
+	s.hubspot.Close()
+	s.slack.Close()
 	_ = os.RemoveAll(s.dir)
 }
 

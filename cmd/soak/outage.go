@@ -22,7 +22,7 @@ const (
 	// notification service.
 	recoveryMax = time.Minute
 	// detectorFailures is how many failures in a row of two leads make a
-	// downstream down (README "When a downstream is down").
+	// downstream down (docs/outages.md).
 	detectorFailures = 8
 	// probeSlack allows for calls admitted just before the detection and
 	// a probe's start on either side of the window's edges.

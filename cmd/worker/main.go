@@ -1,6 +1,7 @@
-// Command worker runs leadintake's River workers: lead processing, the
-// periodic clean-up of expired keys, the reconciler and the orphan finisher,
-// until SIGTERM or SIGINT; then it stops fetching, lets running jobs finish
+// Command worker runs leadintake's River workers: lead processing, callback
+// deliveries, and the periodic rounds (the clean-up, the reconciler, the
+// orphan finisher, the wake-up of leads waiting for a downstream), until
+// SIGTERM or SIGINT; then it stops fetching, lets running jobs finish
 // within SHUTDOWN_TIMEOUT, and exits 0.
 //
 // Configuration comes from the environment; `worker -h` lists it.

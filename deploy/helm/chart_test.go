@@ -473,14 +473,14 @@ func TestSecretsAreReferences(t *testing.T) {
 	}
 }
 
-// kubectlSecret matches the README's `kubectl create secret generic NAME`
+// kubectlSecret matches docs/deployment.md's `kubectl create secret generic NAME`
 // commands; fromKey their --from-literal and --from-file keys.
 var (
 	kubectlSecret = regexp.MustCompile(`kubectl (?:-n \S+ |--namespace \S+ )?create secret generic (\S+)((?: +--from-(?:literal|file)=\S+)+)`)
 	fromKey       = regexp.MustCompile(`--from-(?:literal|file)=([-._a-zA-Z0-9]+)=`)
 )
 
-// The README's `kubectl create secret` commands create exactly the Secret
+// docs/deployment.md's `kubectl create secret` commands create exactly the Secret
 // keys the chart needs with its default values.
 func TestReadmeSecrets(t *testing.T) {
 	t.Parallel()
@@ -495,22 +495,22 @@ func TestReadmeSecrets(t *testing.T) {
 		}
 	}
 	if len(created) == 0 {
-		t.Fatal("README: no `kubectl create secret generic` command in \"Running on Kubernetes\"")
+		t.Fatal("docs/deployment.md: no `kubectl create secret generic` command in \"Kubernetes\"")
 	}
 	needed := requiredSecretRefs(renderCase(t, cases[0]))
 	for r := range needed {
 		if !created[r] {
-			t.Errorf("the chart reads key %s of Secret %s; the README does not create it", r.key, r.name)
+			t.Errorf("the chart reads key %s of Secret %s; docs/deployment.md does not create it", r.key, r.name)
 		}
 	}
 	for r := range created {
 		if !needed[r] {
-			t.Errorf("the README creates key %s of Secret %s; the chart's defaults do not read it", r.key, r.name)
+			t.Errorf("docs/deployment.md creates key %s of Secret %s; the chart's defaults do not read it", r.key, r.name)
 		}
 	}
 }
 
-// readmeTable returns the rows of the README section's table whose header
+// readmeTable returns the rows of the Kubernetes section's table whose header
 // row starts with first, keyed by their first cell.
 func readmeTable(t *testing.T, first string) map[string][]string {
 	t.Helper()
@@ -534,7 +534,7 @@ func readmeTable(t *testing.T, first string) map[string][]string {
 		}
 	}
 	if len(rows) == 0 {
-		t.Fatalf("README: no table headed %q in \"Running on Kubernetes\"", first)
+		t.Fatalf("docs/deployment.md: no table headed %q in \"Kubernetes\"", first)
 	}
 	return rows
 }
@@ -548,7 +548,7 @@ func codeSpans(cell string) []string {
 	return out
 }
 
-// probeDoc is how the README's table writes a probe: `GET /path` on `port`,
+// probeDoc is how docs/deployment.md's table writes a probe: `GET /path` on `port`,
 // or TCP on `port`.
 func probeDoc(p *corev1.Probe) string {
 	switch {
@@ -562,7 +562,7 @@ func probeDoc(p *corev1.Probe) string {
 	return "?"
 }
 
-// The probes and the grace periods are what the README's table says: the
+// The probes and the grace periods are what docs/deployment.md's table says: the
 // api's /healthz and /readyz on the port API_ADDR listens on, the worker's
 // on ADMIN_ADDR's port, and a terminationGracePeriodSeconds
 // longer than SHUTDOWN_TIMEOUT (and the api's preStop pause) in every case.
@@ -573,22 +573,22 @@ func TestProbesAndGracePeriod(t *testing.T) {
 	for _, comp := range []string{"api", "worker"} {
 		row, ok := table[comp]
 		if !ok || len(row) < 3 {
-			t.Fatalf("README table: no row for %s (liveness, readiness, grace period)", comp)
+			t.Fatalf("docs/deployment.md table: no row for %s (liveness, readiness, grace period)", comp)
 		}
 		main := container(t, &podOf(defaults.deployments[comp]).Spec, comp)
 		if got := probeDoc(main.LivenessProbe); !strings.HasPrefix(row[0], got) {
-			t.Errorf("%s: liveness probe %s; the README says %q", comp, got, row[0])
+			t.Errorf("%s: liveness probe %s; docs/deployment.md says %q", comp, got, row[0])
 		}
 		if got := probeDoc(main.ReadinessProbe); !strings.HasPrefix(row[1], got) {
-			t.Errorf("%s: readiness probe %s; the README says %q", comp, got, row[1])
+			t.Errorf("%s: readiness probe %s; docs/deployment.md says %q", comp, got, row[1])
 		}
 		spans := codeSpans(row[2])
 		if len(spans) == 0 {
-			t.Fatalf("README table: %s's grace period %q names no number", comp, row[2])
+			t.Fatalf("docs/deployment.md table: %s's grace period %q names no number", comp, row[2])
 		}
 		want := spans[len(spans)-1]
 		if got := fmt.Sprint(*podOf(defaults.deployments[comp]).Spec.TerminationGracePeriodSeconds); got != want {
-			t.Errorf("%s: terminationGracePeriodSeconds %s by default; the README says %s", comp, got, want)
+			t.Errorf("%s: terminationGracePeriodSeconds %s by default; docs/deployment.md says %s", comp, got, want)
 		}
 	}
 
@@ -651,7 +651,7 @@ func TestProbesAndGracePeriod(t *testing.T) {
 	}
 }
 
-// `api migrate` is a pre-install and pre-upgrade hook Job, as the README
+// `api migrate` is a pre-install and pre-upgrade hook Job, as docs/deployment.md
 // says: the same image and DATABASE_URL as the processes, never restarted
 // in place, and using no object of the release (a hook runs before they
 // exist). Without migrations.enabled there is none.
@@ -675,7 +675,7 @@ func TestMigrationHook(t *testing.T) {
 			t.Errorf("helm.sh/hook %q, want pre-install and pre-upgrade", hook)
 		}
 		if !strings.Contains(section, "`helm.sh/hook: "+hook+"`") {
-			t.Errorf("the README does not say `helm.sh/hook: %s`", hook)
+			t.Errorf("docs/deployment.md does not say `helm.sh/hook: %s`", hook)
 		}
 		if j.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
 			t.Errorf("restartPolicy %s, want Never (a failed run is a new pod, its logs kept)", j.Spec.Template.Spec.RestartPolicy)

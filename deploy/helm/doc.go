@@ -7,7 +7,7 @@
 // Every rendered object is decoded strictly into its Kubernetes API type
 // (k8s.io/api, and prometheus-operator's for the ServiceMonitor and the
 // PrometheusRule): an unknown or misplaced field fails. Then they check what
-// the README's "Running on Kubernetes" says the chart does (the secrets to
+// docs/deployment.md's "Kubernetes" says the chart does (the secrets to
 // create, the probes, the grace periods, the migration hook), that the
 // objects refer to one another rightly (selectors, ports, volumes, the
 // autoscalers' targets), that the PrometheusRule is deploy/prometheus/alerts.yml,

@@ -29,10 +29,10 @@ import (
 
 const (
 	// chartDir is the chart, and prodValues the production-like values
-	// file the README points to.
+	// file docs/deployment.md points to.
 	chartDir   = "leadintake"
 	prodValues = "values-production.yaml"
-	// release and namespace are those the README's install uses.
+	// release and namespace are those docs/deployment.md's install uses.
 	release   = "leadintake"
 	namespace = "leadintake"
 )
@@ -234,17 +234,18 @@ func forEachCase(t *testing.T, fn func(t *testing.T, c valuesCase, o *objects)) 
 	}
 }
 
-// readmeSection returns the README's "Running on Kubernetes" section.
+// readmeSection returns the "Kubernetes" section of docs/deployment.md,
+// the page that says what the chart does.
 func readmeSection(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "deployment.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const heading = "\n## Running on Kubernetes\n"
+	const heading = "\n## Kubernetes\n"
 	_, rest, ok := strings.Cut(string(b), heading)
 	if !ok {
-		t.Fatal("README.md has no section \"Running on Kubernetes\"")
+		t.Fatal("docs/deployment.md has no section \"Kubernetes\"")
 	}
 	if i := strings.Index(rest, "\n## "); i >= 0 {
 		rest = rest[:i]

@@ -1,7 +1,9 @@
 // Package admin is the operators' listener: Prometheus metrics on /metrics,
-// River UI under /riverui/ and erasures on request (POST /admin/erasures)
-// behind HTTP basic auth, with cross-site browser writes refused and wrong
-// credentials slowed down per address.
+// River UI under /riverui/, erasures on request (POST /admin/erasures) and
+// redrives of failed keys (POST /admin/redrives) behind HTTP basic auth,
+// with cross-site browser writes refused and wrong credentials slowed down
+// per address; and, for the worker, whose only listener it is, the health
+// probes.
 package admin
 
 import (

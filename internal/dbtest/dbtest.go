@@ -1,6 +1,8 @@
 // Package dbtest gives tests a real, migrated PostgreSQL database of their
-// own. Nothing is mocked: each database is a clone of a template that holds
-// every migration, made once per schema version and reused by every package.
+// own (New), or a transaction on one shared by a package's tests, rolled
+// back after (Tx). Nothing is mocked: each database is a clone of a
+// template that holds every migration, made once per schema version and
+// reused by every package.
 //
 // The server is TEST_DATABASE_URL, else DATABASE_URL, else
 // postgres://postgres@127.0.0.1:5432/postgres.
@@ -41,7 +43,7 @@ func New(t testing.TB) (string, *pgxpool.Pool) {
 
 	admin, err := pgx.Connect(ctx, ServerURL())
 	if err != nil {
-		t.Fatalf("dbtest: connect to %s: %v (is PostgreSQL running? see README)", scratchdb.Redacted(ServerURL()), err)
+		t.Fatalf("dbtest: connect to %s: %v (is PostgreSQL running? make test runs a private one: scripts/postgres.sh)", scratchdb.Redacted(ServerURL()), err)
 	}
 	tmpl, err := ensureTemplate(ctx, admin)
 	admin.Close(context.WithoutCancel(ctx))
@@ -172,7 +174,7 @@ func Tx(t testing.TB) pgx.Tx {
 		defer cancel()
 		admin, err := pgx.Connect(ctx, ServerURL())
 		if err != nil {
-			shared.err = fmt.Errorf("connect to %s: %w (is PostgreSQL running? see README)", scratchdb.Redacted(ServerURL()), err)
+			shared.err = fmt.Errorf("connect to %s: %w (is PostgreSQL running? make test runs a private one: scripts/postgres.sh)", scratchdb.Redacted(ServerURL()), err)
 			return
 		}
 		tmpl, err := ensureTemplate(ctx, admin)

@@ -68,7 +68,7 @@ type DB struct {
 func Create(ctx context.Context, serverURL, prefix, template string) (*DB, error) {
 	conn, err := pgx.Connect(ctx, serverURL)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w (is PostgreSQL running? ./scripts/postgres.sh starts it)", Redacted(serverURL), err)
+		return nil, fmt.Errorf("connect to %s: %w (is PostgreSQL running? make test runs a private one: scripts/postgres.sh)", Redacted(serverURL), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	b := make([]byte, 6)

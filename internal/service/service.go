@@ -1,7 +1,8 @@
 // Package service is how every leadintake binary runs: the thin main, the
 // configuration read from the environment (Config, Usage), the logger, the
-// database pool, the metrics registry, and the listeners and background
-// work that run until the process is told to stop (Process).
+// database pool, the metrics registry, the clients read again on SIGHUP
+// (Process.WatchClients), and the listeners and background work that run
+// until the process is told to stop (Process).
 package service
 
 import (

@@ -1,6 +1,8 @@
 // Package testkit holds what the tests of several packages share: the
 // patience of a wait, fresh idempotency keys, a log buffer safe for
-// concurrent writers, and polling until something holds.
+// concurrent writers, polling until something holds, a TestMain that
+// checks no goroutine is left, and a command run as a program of its own
+// (MainOrProgram).
 package testkit
 
 import (

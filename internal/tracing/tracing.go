@@ -1,7 +1,8 @@
 // Package tracing is leadintake's OpenTelemetry setup: one trace per
 // submission, from the POST that claimed (or last re-opened) its key to
 // the lead's job, its database work, its downstream calls and its callback
-// deliveries.
+// deliveries; and, when asked, the pools' statistics and statement durations
+// as OTLP metrics (MetricsEnabled).
 //
 // Export is configured by the standard OTEL_ variables, read by the SDK;
 // Setup only decides whether there is anything to export (Enabled). Span
