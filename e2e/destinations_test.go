@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/leadintake/leadintake/destination/hubspot/hubspotfake"
 	"github.com/leadintake/leadintake/destination/slack/slackfake"
 	"github.com/leadintake/leadintake/intake"
+	"github.com/leadintake/leadintake/internal/standin"
 	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/internal/vendors"
 )
@@ -124,5 +126,34 @@ func TestRefusedCredentialsHold(t *testing.T) {
 		if strings.Contains(worker.Output(), secret) {
 			t.Errorf("the worker's output shows a token")
 		}
+	}
+}
+
+// A channel's transient failure is retried even when a later channel of
+// the same attempt succeeds: a lead notified on a Slack bot, then over
+// http, whose Slack post fails once (a 503) must end notified on both, the
+// Slack message posted once, with no notification_failed.
+func TestChannelRetriedAfterAnotherChannelSucceeds(t *testing.T) {
+	t.Parallel()
+	const client, token = "retry-channel", "retry-channel-token-0001"
+	v := startStandins(t, nil, vendors.Slack)
+	s := newStack(t, nil)
+	ds := []dest{
+		{name: "slack-bot", kind: "slack", members: map[string]string{"base_url": v.base(vendors.Slack), "token": slackfake.DefaultToken, "channel": slackfake.DefaultChannel}},
+		{name: "notify-http", kind: "http", members: map[string]string{"url": s.fakeURL + "/notify"}},
+	}
+	path := writeClients(t, clientsPath(t), ds, []fileClient{{id: client, token: token, notify: []string{"slack-bot", "notify-http"}}})
+	s.startAPI("CLIENTS_FILE=" + path)
+	s.startWorker("CLIENTS_FILE=" + path)
+	v.Slack.Script(slackfake.TargetPost, standin.Fault{Status: http.StatusServiceUnavailable})
+	const key = "retry-channel-0001"
+	submitRetrying(t, s, token, key, leadBody(1))
+	b := s.completed(token, key, time.Minute)
+	if !b.Notified || len(b.Warnings) != 0 {
+		r := runBinary(t, "api", []string{"DATABASE_URL=" + s.dbURL, piiHashKey, "CLIENTS_FILE=" + path}, "keys", "show", key, "--client", client)
+		t.Errorf("completed %+v, want notified without warnings; the key:\n%s", b, r.stdout)
+	}
+	if n := len(v.Slack.Messages(intake.ExternalRef(client, key))); n != 1 {
+		t.Errorf("%d Slack messages, want 1", n)
 	}
 }
