@@ -268,6 +268,10 @@ func (s *Server) Proxy() *Proxy { return s.proxy }
 // client's connection is closed before it hears so.
 func (s *Server) LoseAnswers(n int) { s.proxy.LoseAnswers(n) }
 
+// LoseAnswersEvery loses n answers as LoseAnswers does, letting gap
+// answers through before each (see Proxy.LoseAnswersEvery).
+func (s *Server) LoseAnswersEvery(n, gap int) { s.proxy.LoseAnswersEvery(n, gap) }
+
 // Stage is where Mailpit's chaos answers with an error code.
 type Stage string
 

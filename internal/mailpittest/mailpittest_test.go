@@ -57,6 +57,25 @@ func TestProxyLosesTheAnswerAfterDelivery(t *testing.T) {
 	}
 }
 
+// Lost answers spread: gap answers through before each lost one, the
+// messages delivered all the same.
+func TestProxyLosesEveryOtherAnswer(t *testing.T) {
+	s := mailpittest.Start(t, mailpittest.Options{})
+	s.LoseAnswersEvery(2, 1)
+	var lost []int
+	for i := range 6 {
+		if err := send(t, s, fmt.Sprintf("m%d@example.com", i), "", ""); err != nil {
+			lost = append(lost, i)
+		}
+	}
+	if fmt.Sprint(lost) != "[1 3]" {
+		t.Errorf("the answers of messages %v were lost, want [1 3]", lost)
+	}
+	if ms, err := s.Messages(); err != nil || len(ms) != 6 || s.Proxy().Lost() != 2 {
+		t.Errorf("%d messages delivered (%v), %d answers lost; want 6 and 2", len(ms), err, s.Proxy().Lost())
+	}
+}
+
 func TestMailpitRefuses(t *testing.T) {
 	s := mailpittest.Start(t, mailpittest.Options{Auth: true})
 	var se *smtp.SMTPError

@@ -23,8 +23,11 @@ type Proxy struct {
 	closed bool
 	lose   int
 	lost   int
-	conns  map[net.Conn]bool
-	wg     sync.WaitGroup
+	// gap is how many answers pass between two lost ones; pass how many
+	// are still to pass before the next is lost.
+	gap, pass int
+	conns     map[net.Conn]bool
+	wg        sync.WaitGroup
 }
 
 // NewProxy listens on 127.0.0.1 and forwards to target; parse is false for
@@ -44,11 +47,22 @@ func NewProxy(target string, parse bool) (*Proxy, error) {
 func (p *Proxy) Port() int { return p.l.Addr().(*net.TCPAddr).Port }
 
 // LoseAnswers makes the proxy lose the answer to the final dot of the next
-// n messages the server accepts (a 2xx).
+// n messages the server accepts (a 2xx), besides those it is to lose
+// already.
 func (p *Proxy) LoseAnswers(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lose += n
+}
+
+// LoseAnswersEvery makes the proxy lose the answer to the final dot of n
+// messages the server accepts, letting gap answers through between two
+// lost ones (and before the first): lost answers spread over a run rather
+// than n failures in a row. It replaces any loss still to come.
+func (p *Proxy) LoseAnswersEvery(n, gap int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lose, p.gap, p.pass = n, gap, gap
 }
 
 // Lost is how many answers the proxy lost.
@@ -198,9 +212,14 @@ func (s *session) serverToClient() {
 						s.awaitDot = false
 						if line[0] == '2' {
 							s.p.mu.Lock()
-							if s.p.lose > 0 {
+							switch {
+							case s.p.lose == 0:
+							case s.p.pass > 0:
+								s.p.pass--
+							default:
 								s.p.lose--
 								s.p.lost++
+								s.p.pass = s.p.gap
 								drop = true
 							}
 							s.p.mu.Unlock()
