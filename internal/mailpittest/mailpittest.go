@@ -164,6 +164,9 @@ func Launch(bin string, o Options, dir string) (*Server, error) {
 		"--listen", net.JoinHostPort("127.0.0.1", strconv.Itoa(httpPort)),
 		"--database", filepath.Join(dir, "mailpit.db"),
 		"--enable-chaos", "--disable-version-check", "--smtp-disable-rdns", "--quiet",
+		// Every message kept: by default Mailpit deletes the oldest beyond
+		// 500, and a drill or the soak counts them all.
+		"--max", "0",
 	}
 	if o.TLS != Plain {
 		c, err := Cert()
