@@ -26,6 +26,8 @@ type chaosStats struct {
 	dbDown        []window
 	downstreamMix []string // the chaos rounds, for the record
 	outages       []*outage
+	// vendors is the destinations phase's chaos of the vendors.
+	vendors vendorStats
 }
 
 // window is a span of time.

@@ -46,6 +46,11 @@ type checker struct {
 	// out.
 	diagnoses        [][]string
 	diagnosesLeftOff int
+	// vendor is what the destinations phase's checks counted;
+	// vendorRecords the records a vendor holds under a submission's
+	// chain (set by checkVendors).
+	vendor        vendorCounts
+	vendorRecords func(sub *submission) []string
 }
 
 // keyRow is a key as the database holds it.
@@ -166,6 +171,9 @@ func (c *checker) check(ctx context.Context) {
 	}
 	c.checkLeads(ctx)
 	c.checkDownstream(subs)
+	if p.vendors {
+		c.checkVendors(ctx, subs)
+	}
 	c.checkAmendments(subs)
 	c.checkCallbacks(ctx)
 	c.checkErasures(ctx, subs)
@@ -340,7 +348,12 @@ func (c *checker) checkDownstream(subs []*submission) {
 			chained[chainRef(sub)] = true
 		}
 	}
+	// The destinations phase's CRMs are the vendors' (checkVendors).
 	for ref, rec := range st.CRM {
+		if p.vendors {
+			p.violate(invOneCRM, "a record under %s in the environment's CRM, which no tenant of the phase uses", ref)
+			continue
+		}
 		id, ok := refs[ref]
 		switch {
 		case !ok:
@@ -385,8 +398,7 @@ func (c *checker) checkDownstream(subs []*submission) {
 		if chained[ref] {
 			inv = invAmendCRM
 		}
-		rec, ok := st.CRM[ref]
-		if !ok || len(rec.IDs) == 0 || rec.IDs[0] != body.CRMID {
+		if rec, ok := st.CRM[ref]; !p.vendors && (!ok || len(rec.IDs) == 0 || rec.IDs[0] != body.CRMID) {
 			p.violate(inv, "%s: completed with crm_id %q; the CRM holds %+v", sub.id(), body.CRMID, rec)
 		}
 		if _, ok := st.Notifications[notifyKey(sub)]; body.Notified && !ok {

@@ -139,6 +139,12 @@ func (c *checker) checkAmendments(subs []*submission) {
 				}
 			}
 		}
+		if c.p.vendors {
+			if len(c.vendorRecords(root)) > 0 {
+				c.chainsInCRM++
+			}
+			continue
+		}
 		rec, ok := st.CRM[ref]
 		if !ok {
 			continue

@@ -330,7 +330,8 @@ func (l *load) submissions() []*submission {
 func (l *load) submit(rng *rand.Rand) {
 	n := l.seq.Add(1)
 	key := fmt.Sprintf("soak-%d-%06d-%s", l.p.index, n, randomHex(3))
-	client := clients[rng.IntN(len(clients))]
+	tenants := l.p.tenants
+	client := tenants[rng.IntN(len(tenants))]
 	page := rng.Float64() < sharePage
 	if page {
 		client = pageClient
@@ -360,7 +361,7 @@ func (l *load) submit(rng *rand.Rand) {
 	if rng.Float64() < shareSharedKey && !page {
 		// The other tenant, the same key, its own payload: a submission of
 		// its own.
-		other := clients[(indexOf(clients, client)+1)%len(clients)]
+		other := tenants[(indexOf(tenants, client)+1)%len(tenants)]
 		twin := l.register(other, key, newLead(rng, n+1_000_000))
 		l.p.load.sharedKeys.Add(1)
 		l.sendUntilAnswered(twin, twin.lead.encode(nil), rng, false)

@@ -36,12 +36,30 @@
 // final responses projected; every lead accepted during an outage
 // completes, in the CRM once and notified once, and the downstream got no
 // more calls than its probes and a small allowance. With -crm-mode=both
-// (the default) the duration is split between an upsert phase and a create
-// phase, each on a fresh database and fake downstream (a CRM_MODE switch
-// on live keys is not what the service promises to survive).
+// (the default) there is an upsert phase and a create phase, each on a
+// fresh database and fake downstream (a CRM_MODE switch on live keys is
+// not what the service promises to survive).
+//
+// With -destinations (the default) a last phase runs the same load against
+// the clients file's destinations instead: three tenants whose CRMs are
+// the HubSpot, Salesforce and Pipedrive stand-ins, every lead announced on
+// a Slack bot (its stand-in), by e-mail (a Mailpit with authentication,
+// behind its lost-answer proxy; left out, saying so, where Mailpit is not
+// installed) and over http (the fake downstream's notification service).
+// Besides the worker kills, the database cuts and the fake's chaos, the
+// vendors misbehave: lost answers, 5xx, hangs, bursts of 429 with each
+// vendor's own headers, a token revoked for a few seconds then restored
+// (each vendor in turn, the SMTP password too), Mailpit answering 451 for a
+// while and losing the answer to a message's final dot. Its invariants
+// add: one record per key (per amendment chain) in each vendor's stand-in,
+// the one its crm_id names; one message per lead on the Slack bot and one
+// key per lead at the http receiver (the exactly-once channels); e-mail at
+// least once, one Message-ID per lead version; and a channel given up only
+// after its failures or a refusal. The duration is split evenly between
+// the phases.
 //
 //	go run ./cmd/soak                    # about 2 minutes of chaos
-//	go run ./cmd/soak -duration=10m -crm-mode=create
+//	go run ./cmd/soak -duration=10m -crm-mode=create -destinations=false
 package main
 
 import (
@@ -75,6 +93,7 @@ var errInvariants = errors.New("invariants failed")
 type options struct {
 	duration    time.Duration
 	crmModes    []string
+	vendors     bool
 	rate        float64
 	attempts    int
 	drain       time.Duration
@@ -88,8 +107,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := &options{}
-	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "how long the chaos lasts, in all (split between the CRM modes)")
-	crmMode := fs.String("crm-mode", "both", "upsert, create, or both (one phase each)")
+	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "how long the chaos lasts, in all (split between the phases)")
+	crmMode := fs.String("crm-mode", "both", "upsert, create, both (one phase each), or none (with -destinations, its phase alone)")
+	fs.BoolVar(&o.vendors, "destinations", true, "a last phase against the vendors' stand-ins (HubSpot, Salesforce, Pipedrive), a Slack bot, e-mail and http at once")
 	fs.Float64Var(&o.rate, "rate", 8, "new submissions per second")
 	fs.IntVar(&o.attempts, "attempts", 20, "JOB_MAX_ATTEMPTS: with few, more leads fail for want of the downstream (and are re-opened by a retry) or await reconciliation")
 	fs.DurationVar(&o.drain, "drain", 4*time.Minute, "bound on the wait for the system to drain after the chaos, per phase")
@@ -112,8 +132,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		o.crmModes = []string{"upsert", "create"}
 	case "upsert", "create":
 		o.crmModes = []string{*crmMode}
+	case "none":
+		if !o.vendors {
+			return nil, errors.New("-crm-mode=none leaves no phase without -destinations")
+		}
 	default:
-		return nil, fmt.Errorf("-crm-mode: %q is not one of upsert, create, both", *crmMode)
+		return nil, fmt.Errorf("-crm-mode: %q is not one of upsert, create, both, none", *crmMode)
 	}
 	if o.duration <= 0 || o.rate <= 0 || o.drain <= 0 || o.attempts < 1 {
 		return nil, errors.New("-duration, -rate, -attempts and -drain must be positive")
@@ -136,8 +160,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	out := &printer{w: stdout}
-	perPhase := o.duration / time.Duration(len(o.crmModes))
-	out.f("soak: seed %d; CRM modes %v, %s of chaos each; %.1f submissions/s", o.seed, o.crmModes, perPhase, o.rate)
+	phases := o.crmModes
+	if o.vendors {
+		phases = append(phases[:len(phases):len(phases)], destinationsPhase)
+	}
+	perPhase := o.duration / time.Duration(len(phases))
+	out.f("soak: seed %d; phases %v, %s of chaos each; %.1f submissions/s", o.seed, phases, perPhase, o.rate)
 
 	dir, err := os.MkdirTemp("", "leadintake-soak-")
 	if err != nil {
@@ -154,20 +182,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	rng := rand.New(rand.NewPCG(o.seed, 0x50a4))
 	var reports []*report
-	for i, mode := range o.crmModes {
+	for i, name := range phases {
 		out.f("")
-		out.f("== phase %d/%d: CRM_MODE=%s", i+1, len(o.crmModes), mode)
-		phaseDir := filepath.Join(dir, mode)
+		mode, tenants := name, classicTenants
+		if name == destinationsPhase {
+			// The environment's CRM serves no tenant of this phase.
+			mode, tenants = "upsert", vendorTenants
+			out.f("== phase %d/%d: destinations (the vendors' stand-ins, a Slack bot, e-mail and http)", i+1, len(phases))
+		} else {
+			out.f("== phase %d/%d: CRM_MODE=%s", i+1, len(phases), mode)
+		}
+		phaseDir := filepath.Join(dir, name)
 		if err := os.Mkdir(phaseDir, 0o700); err != nil {
 			return err
 		}
 		p := &phase{
-			name: mode, index: i + 1, crmMode: mode, duration: perPhase, rate: o.rate, attempts: o.attempts, drainFor: o.drain,
+			name: name, index: i + 1, crmMode: mode, duration: perPhase, rate: o.rate, attempts: o.attempts, drainFor: o.drain,
 			seed: rng.Uint64(), bins: bins, serverURL: o.databaseURL, dir: phaseDir, keep: o.keep, out: out,
+			tenants: tenants, vendors: name == destinationsPhase,
 		}
 		rep, err := p.run(ctx)
 		if err != nil {
-			return fmt.Errorf("phase %s: %w", mode, err)
+			return fmt.Errorf("phase %s: %w", name, err)
 		}
 		reports = append(reports, rep)
 		rep.print(out)

@@ -34,6 +34,9 @@ const (
 	invProjected    = "publishable-key answers projected"
 	invOutage       = "every lead accepted during an outage completes, in the CRM once and notified once"
 	invProbes       = "calls during an outage bounded by the probes"
+	invExactlyOnce  = "one message per lead on each exactly-once channel (the Slack bot; http by its key)"
+	invEmail        = "e-mail at least once, one Message-ID per lead version, none of no lead"
+	invGivenUp      = "a channel given up only after its failures, a refusal or the lead's last attempt"
 	maxShownPerInv  = 10
 	progressEvery   = 15 * time.Second
 	drainPollPeriod = time.Second
@@ -44,6 +47,28 @@ var invariants = []string{
 	invReplay, invChanged, invNoHang, invAnswered, invWellFormed, invProcesses,
 	invAmendCRM, invCallbacks, invErased, invWait, invProjected, invOutage, invProbes,
 }
+
+// destinationsInvariants are the destinations phase's: the same, with the
+// CRM ones checked against the vendors' stand-ins, no outage of the
+// environment's downstreams (the vendors' revoked tokens take their
+// place), and the channels'.
+var destinationsInvariants = []string{
+	invFinal, invLost, invOneLead, invLeadID, invOneCRM, invOneNotify, invNo500, invRetryAfter,
+	invReplay, invChanged, invNoHang, invAnswered, invWellFormed, invProcesses,
+	invAmendCRM, invCallbacks, invErased, invWait, invProjected,
+	invExactlyOnce, invEmail, invGivenUp,
+}
+
+// The phases' tenants: the classic phases' two, and the destinations
+// phase's three, one per CRM vendor.
+var (
+	classicTenants = []string{"soak-a", "soak-b"}
+	vendorTenants  = []string{"soak-a", "soak-b", "soak-c"}
+)
+
+// destinationsPhase names the phase against the clients file's
+// destinations.
+const destinationsPhase = "destinations"
 
 // aliases maps the short names load.go uses to the invariants.
 var aliases = map[string]string{
@@ -71,6 +96,9 @@ type phase struct {
 	dir       string
 	keep      bool
 	out       *printer
+	// tenants are the phase's clients; vendors: the destinations phase.
+	tenants []string
+	vendors bool
 
 	load  loadStats
 	stats chaosStats
@@ -99,7 +127,7 @@ func (p *phase) violate(inv, format string, args ...any) {
 
 func (p *phase) run(ctx context.Context) (*report, error) {
 	faults := newFaultLog()
-	s, err := startStack(ctx, p.bins, p.dir, p.serverURL, p.crmMode, p.attempts, faults)
+	s, err := startStack(ctx, p, faults)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +146,12 @@ func (p *phase) run(ctx context.Context) (*report, error) {
 	wg.Go(func() { p.chaos(loadCtx, s, chaosRNG) })
 	eraseRNG := rand.New(rand.NewPCG(rng.Uint64(), 3))
 	wg.Go(func() { l.erase(loadCtx, eraseRNG) })
-	wg.Go(func() { p.outages(loadCtx, s, l) })
+	if p.vendors {
+		vendorRNG := rand.New(rand.NewPCG(rng.Uint64(), 4))
+		wg.Go(func() { p.breakVendors(loadCtx, s, vendorRNG) })
+	} else {
+		wg.Go(func() { p.outages(loadCtx, s, l) })
+	}
 	progressDone := make(chan struct{})
 	wg.Go(func() { p.progress(progressDone, start) })
 	l.run(loadCtx, rng)

@@ -35,7 +35,11 @@ func (r *report) failures() int {
 
 func (r *report) print(out *printer) {
 	out.f("")
-	out.f("== summary, CRM_MODE=%s", r.name)
+	if r.name == destinationsPhase {
+		out.f("== summary, destinations")
+	} else {
+		out.f("== summary, CRM_MODE=%s", r.name)
+	}
 	for _, l := range r.lines {
 		out.f("%s", l)
 	}
@@ -130,15 +134,22 @@ func (c *checker) report(took time.Duration) *report {
 	}
 	add("lead jobs            %s", c.jobStates())
 	add("  workers logged     %s", formatStrCounts(c.workerEvents))
-	st := c.s.fake.State()
-	add("CRM                  %d records under %d references, %d duplicated, %d writes",
-		st.Totals.CRMRecords, len(st.CRM), st.Totals.DuplicateRefs, st.Totals.CRMWrites)
+	if !p.vendors {
+		st := c.s.fake.State()
+		add("CRM                  %d records under %d references, %d duplicated, %d writes",
+			st.Totals.CRMRecords, len(st.CRM), st.Totals.DuplicateRefs, st.Totals.CRMWrites)
+	}
 	add("notifications        %d, %d deliveries; %d delivered more than once (%d after a delivery whose answer was lost,"+
 		" the rest after a worker kill or a lost finishing transaction)", c.notifications, c.deliveries, c.redelivered, c.explained)
 	r.lines = append(r.lines, c.featureLines()...)
+	r.lines = append(r.lines, c.vendorLines()...)
 
 	p.mu.Lock()
-	for _, inv := range invariants {
+	list := invariants
+	if p.vendors {
+		list = destinationsInvariants
+	}
+	for _, inv := range list {
 		r.results = append(r.results, result{invariant: inv, problems: p.violations[inv]})
 	}
 	p.mu.Unlock()

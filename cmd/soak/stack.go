@@ -18,13 +18,12 @@ import (
 
 	"github.com/leadintake/leadintake/downstream/fake"
 	"github.com/leadintake/leadintake/internal/faultproxy"
+	"github.com/leadintake/leadintake/internal/mailpittest"
 	"github.com/leadintake/leadintake/internal/scratchdb"
 	"github.com/leadintake/leadintake/internal/system"
+	"github.com/leadintake/leadintake/internal/vendors"
 	"github.com/leadintake/leadintake/webhook"
 )
-
-// The two tenants of the soak; they share some keys.
-var clients = []string{"soak-a", "soak-b"}
 
 // piiHashKey is the PII_HASH_KEY of the processes of a soak.
 const piiHashKey = "PII_HASH_KEY=soak-pii-hash-key-0123456789abcdefghij"
@@ -85,11 +84,18 @@ type stack struct {
 	clientsFile string
 	eraseEnv    []string
 	bins        *system.Binaries
+	// The destinations phase's: the vendors' stand-ins and the server
+	// that serves them, and Mailpit (nil where it is not installed).
+	vendors   *vendors.Set
+	vendorSrv *http.Server
+	mail      *mailpittest.Server
 }
 
-// startStack starts a phase's stack. attempts is JOB_MAX_ATTEMPTS, for the
-// api (which sets it on the jobs it enqueues) and the workers.
-func startStack(ctx context.Context, bins *system.Binaries, dir, serverURL, crmMode string, attempts int, faults *faultLog) (_ *stack, err error) {
+// startStack starts a phase's stack. The phase's attempts is
+// JOB_MAX_ATTEMPTS, for the api (which sets it on the jobs it enqueues) and
+// the workers.
+func startStack(ctx context.Context, p *phase, faults *faultLog) (_ *stack, err error) {
+	bins, dir, serverURL, crmMode, attempts := p.bins, p.dir, p.serverURL, p.crmMode, p.attempts
 	s := &stack{serverURL: serverURL, faults: faults, calls: &callLog{}, bins: bins}
 	defer func() {
 		if err != nil {
@@ -142,8 +148,14 @@ func startStack(ctx context.Context, bins *system.Binaries, dir, serverURL, crmM
 	go func() { _ = s.fakeSrv.Serve(ln) }()
 	fakeURL := "http://" + ln.Addr().String()
 
+	var dests *soakDestinations
+	if p.vendors {
+		if dests, err = s.startVendors(dir, p.out); err != nil {
+			return nil, err
+		}
+	}
 	s.clientsFile = filepath.Join(dir, "clients.yaml")
-	if err := os.WriteFile(s.clientsFile, []byte(clientsYAML(fakeURL)), 0o600); err != nil {
+	if err := os.WriteFile(s.clientsFile, []byte(clientsYAML(fakeURL, p.tenants, dests)), 0o600); err != nil {
 		return nil, err
 	}
 	s.eraseEnv = []string{"DATABASE_URL=" + s.dbURL, piiHashKey, "CLIENTS_FILE=" + s.clientsFile}
@@ -185,19 +197,26 @@ func startStack(ctx context.Context, bins *system.Binaries, dir, serverURL, crmM
 	return s, nil
 }
 
-// clientsYAML is the clients file: both tenants with a token and a
+// clientsYAML is the clients file: every tenant with a token and a
 // callback to the fake's receiver (signed with one secret, which the fake
-// verifies), and soak-a with a publishable key for one origin.
-func clientsYAML(fakeURL string) string {
+// verifies), and soak-a with a publishable key for one origin; with dests,
+// their destinations, and each tenant's crm and notify.
+func clientsYAML(fakeURL string, tenants []string, dests *soakDestinations) string {
 	var b strings.Builder
+	if dests != nil {
+		b.WriteString(dests.yaml)
+	}
 	b.WriteString("clients:\n")
-	for _, c := range clients {
+	for _, c := range tenants {
 		sum := sha256.Sum256([]byte(tokenOf(c)))
 		fmt.Fprintf(&b, "  - id: %s\n    tokens_sha256: [%s]\n", c, hex.EncodeToString(sum[:]))
 		if c == pageClient {
 			fmt.Fprintf(&b, "    publishable_keys:\n      - key: %s\n        origins: [%s]\n", publishableKey, pageOrigin)
 		}
 		fmt.Fprintf(&b, "    callback:\n      url: %s/callbacks/%s\n      secret: %s\n", fakeURL, c, callbackSecret)
+		if dests != nil {
+			fmt.Fprintf(&b, "    crm: %s\n    notify: [%s]\n", dests.crm[c], strings.Join(dests.notify, ", "))
+		}
 	}
 	return b.String()
 }
@@ -236,6 +255,15 @@ func (s *stack) stop(keep bool) {
 	}
 	if s.proxy != nil {
 		_ = s.proxy.Close()
+	}
+	if s.vendors != nil {
+		s.vendors.Close()
+	}
+	if s.vendorSrv != nil {
+		_ = s.vendorSrv.Close()
+	}
+	if s.mail != nil {
+		s.mail.Close()
 	}
 	if s.pool != nil {
 		s.pool.Close()
