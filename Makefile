@@ -46,7 +46,8 @@ bench-scale: ## how cost grows with 10k, 1M and 10M rows in the tables, and the 
 bench-plot: ## draw docs/bench-scale.png from bench-scale.json
 	$(GO) run ./cmd/bench plot -in bench-scale.json -out docs/bench-scale.png
 
-soak: ## a chaos soak of the whole system (about 2 minutes; SOAK_FLAGS=-duration=10m for longer)
+soak: ## a chaos soak of the whole system and its destinations (about 2 minutes; SOAK_FLAGS=-duration=10m for longer; installs Mailpit where missing)
+	GO=$(GO) ./scripts/mailpit.sh
 	./scripts/postgres.sh -v TEST_DATABASE_URL -v DATABASE_URL -- $(GO) run ./cmd/soak $(SOAK_FLAGS)
 
 failover: ## a database failover drill: primary and standby of their own, sync and async (FAILOVER_FLAGS)
