@@ -245,7 +245,7 @@ func Defaults(origin string) []Default {
 		{Slack + "-webhook", "slack", map[string]string{"webhook_url": Base(origin, Slack) + slackfake.DefaultWebhook}},
 		{Teams, "teams", map[string]string{
 			// Teams wants an https URL; base_url sends it to the stand-in.
-			"base_url":    Base(origin, Teams),
+			"base_url": Base(origin, Teams),
 			"webhook_url": "https://standin.logic.azure.com:443/workflows/" + teamsfake.DefaultWorkflow +
 				"/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=" + teamsfake.DefaultSig,
 		}},
