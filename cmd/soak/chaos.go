@@ -159,7 +159,9 @@ func (p *phase) breakDownstream(ctx context.Context, s *stack, rng *rand.Rand) {
 		// Every fourth round is a storm on the CRM: most calls fail, so
 		// that leads run out of attempts (with a low -attempts) and create
 		// mode's look-ups cannot settle.
-		storm := round%4 == 2 && !quiet
+		// (The destinations phase's CRMs are the vendors': no storm on the
+		// environment's, which no tenant of it uses.)
+		storm := round%4 == 2 && !quiet && !p.vendors
 		var mix []string
 		for _, target := range fake.Targets() {
 			c := fake.Chaos{
