@@ -297,3 +297,50 @@ func TestConfigErrorsShowNoSecret(t *testing.T) {
 		})
 	}
 }
+
+// A malformed OTEL_EXPORTER_OTLP_*HEADERS (it often holds a collector's API
+// key) is a configuration error of one line that names the variable and
+// shows no part of the value, in either binary: the OpenTelemetry
+// exporters would report it themselves, quoting it. Each process would
+// otherwise stop later (a listener it cannot open), once the exporters
+// had read the headers.
+func TestOTLPHeadersErrorsShowNoSecret(t *testing.T) {
+	t.Parallel()
+	const db = "DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=1"
+	const clients = "API_CLIENTS=demo=2f6b4a8b5e0c7c2b1d9e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c"
+	const endpoint = "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1"
+	cases := []struct {
+		name, bin string
+		env       []string
+		secret    string
+		want      string
+	}{
+		{"no '='", "api", []string{db, clients, endpoint, "API_ADDR=256.0.0.1:80", "OTEL_EXPORTER_OTLP_HEADERS=Authorization: Bearer Otlp-K3y-Zq81"},
+			"Otlp-K3y-Zq81", "OTEL_EXPORTER_OTLP_HEADERS"},
+		{"malformed escape", "worker", []string{db, "SIMULATE_DOWNSTREAM=true", endpoint, "ADMIN_ADDR=256.0.0.1:80", "OTEL_EXPORTER_OTLP_TRACES_HEADERS=api-key=Otlp%K3y-Zq82"},
+			"K3y-Zq82", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"},
+		{"second entry", "api", []string{db, clients, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=http://127.0.0.1:1/v1/metrics", "API_ADDR=256.0.0.1:80",
+			"OTEL_EXPORTER_OTLP_METRICS_HEADERS=x-tenant=sales,Otlp-K3y-Zq83"}, "Otlp-K3y-Zq83", "OTEL_EXPORTER_OTLP_METRICS_HEADERS"},
+		{"control character", "worker", []string{db, "SIMULATE_DOWNSTREAM=true", endpoint, "ADMIN_ADDR=256.0.0.1:80", "OTEL_EXPORTER_OTLP_HEADERS=api-key=Otlp-K3y-Zq84%0D%0AX-Evil: 1"},
+			"K3y-Zq84", "OTEL_EXPORTER_OTLP_HEADERS"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runBinary(t, tc.bin, append(tc.env, piiHashKey))
+			if r.code == 0 {
+				t.Fatalf("exit 0, want non-zero\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stderr+r.stdout, tc.secret) {
+				t.Errorf("the output shows the secret %q:\n%s%s", tc.secret, r.stdout, r.stderr)
+			}
+			lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+				t.Fatalf("stderr %q: want one line naming %s", r.stderr, tc.want)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout not empty on bad configuration:\n%s", r.stdout)
+			}
+		})
+	}
+}

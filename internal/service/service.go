@@ -104,6 +104,9 @@ type Tracing struct {
 	SDKDisabled         string `envconfig:"OTEL_SDK_DISABLED" desc:"true exports no traces or metrics, whatever the other OTEL_ variables say"`
 	MetricsExporter     string `envconfig:"OTEL_METRICS_EXPORTER" desc:"otlp exports the pool's statistics and statement durations over OTLP/HTTP too (/metrics serves Prometheus either way); unset, only with OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"`
 	OTLPMetricsEndpoint string `envconfig:"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" desc:"OTLP/HTTP metrics URL, in full (.../v1/metrics); set, metrics are exported"`
+	OTLPHeaders         string `envconfig:"OTEL_EXPORTER_OTLP_HEADERS" desc:"headers of every OTLP export (such as a collector's API key): comma-separated key=value, values percent-encoded; malformed, a configuration error that never shows the value"`
+	OTLPTracesHeaders   string `envconfig:"OTEL_EXPORTER_OTLP_TRACES_HEADERS" desc:"headers of the traces' exports, as OTEL_EXPORTER_OTLP_HEADERS"`
+	OTLPMetricsHeaders  string `envconfig:"OTEL_EXPORTER_OTLP_METRICS_HEADERS" desc:"headers of the metrics' exports, as OTEL_EXPORTER_OTLP_HEADERS"`
 }
 
 // Validate checks what Common holds beyond its types.
@@ -117,7 +120,8 @@ func (c *Common) Validate() error {
 	if _, err := NewLogger(io.Discard, c.LogFormat, c.LogLevel); err != nil {
 		return err
 	}
-	return nil
+	// The SDK would report a malformed value itself, quoting it.
+	return tracing.ValidateHeaders(os.Getenv)
 }
 
 // NewLogger returns a structured logger writing one event per line to w:

@@ -137,6 +137,9 @@ func Setup(ctx context.Context, service string, o Options) (shutdown func(contex
 	}
 	otel.SetTextMapPropagator(propagator)
 	noop := func(context.Context) error { return nil }
+	if err := ValidateHeaders(getenv); err != nil {
+		return noop, false, err
+	}
 	res, err := resourceOf(service)
 	if err != nil {
 		return noop, false, err
