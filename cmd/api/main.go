@@ -245,6 +245,7 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 		},
 		Redrive: ops.Redrive,
 		Logger:  p.Logger.With(slog.String("component", "admin")),
+		Addr:    cfg.AdminAddr,
 	})
 	if err != nil {
 		return p.Abort(err)

@@ -1,7 +1,8 @@
 // Package admin is the operators' listener: Prometheus metrics on /metrics,
-// River UI under /riverui/ and erasures on request (POST /admin/erasures)
-// behind HTTP basic auth, with cross-site browser writes refused and wrong
-// credentials slowed down per address.
+// River UI under /riverui/, erasures (POST /admin/erasures) and redrives
+// (POST /admin/redrives) behind HTTP basic auth, with cross-site browser
+// writes refused, wrong credentials slowed down per address, and requests
+// for another host than the one it listens on refused (DNS rebinding).
 package admin
 
 import (
@@ -14,9 +15,11 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,7 +49,14 @@ const (
 	ReadTimeout    = 15 * time.Second
 	WriteTimeout   = time.Minute
 	erasureTimeout = 45 * time.Second
+	// redriveTimeout bounds a redrive likewise: its keys are re-opened in
+	// one transaction, rolled back whole when it runs out.
+	redriveTimeout = 45 * time.Second
 )
+
+// MaxRedriveKeys is the most keys one POST /admin/redrives may name: each
+// is a statement of the redrive's one transaction.
+const MaxRedriveKeys = 1000
 
 // NewServer returns the http.Server of an admin listener serving handler:
 // the header limits of every listener, and the admin listener's time-outs.
@@ -81,6 +91,10 @@ type Opts struct {
 	// credentials, for a process whose admin listener is its only one
 	// (the worker's).
 	Ready func(ctx context.Context) error
+	// Addr is the address the listener is bound to (ADMIN_ADDR): requests
+	// whose Host names another host are refused (see hostCheck). Empty
+	// takes any Host.
+	Addr string
 }
 
 // readyTimeout bounds one look of /readyz.
@@ -146,7 +160,84 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 	// methods that a browser marks cross-site, or whose Origin is another
 	// host, get 403. Clients that are not browsers send neither header and
 	// pass.
-	return http.NewCrossOriginProtection().Handler(mux), nil
+	return hostCheck(o.Addr, http.NewCrossOriginProtection().Handler(mux)), nil
+}
+
+// hostCheck refuses, with 421 and before anything else, a request whose
+// Host is not a name of the host the listener is bound to (addr, as
+// ADMIN_ADDR gives it): a page of another site whose name a DNS rebinding
+// has pointed at this address reaches the listener as a same-origin page
+// of its own (its requests carry its own Host), which the cross-origin
+// check cannot tell; the Host can. What is taken:
+//
+//   - a listener on a loopback address, or on localhost: localhost and any
+//     loopback address (127.0.0.0/8, ::1), as a browser on the machine, an
+//     SSH tunnel or kubectl port-forward name it;
+//   - a listener on any other one address or name: that address or name;
+//   - a listener on every interface (0.0.0.0, ::, or no host): any Host.
+//     Its operator has published it under names the process cannot know
+//     (a pod's IP, a Service's DNS name, a node's); it is reached through
+//     them from the network, where basic auth and the cross-origin check
+//     apply as ever.
+//
+// The port is not compared: a tunnel or a port-forward names another one.
+func hostCheck(addr string, next http.Handler) http.Handler {
+	allowed := allowedHosts(addr)
+	if allowed == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowed(hostOf(r.Host)) {
+			// The Host sent is not echoed: it is the caller's text.
+			http.Error(w, "misdirected request: the admin listener answers only to the host it listens on (ADMIN_ADDR)", http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// allowedHosts returns whether a request's host (hostOf) names the host of
+// addr, a listener's address; nil when any does (see hostCheck).
+func allowedHosts(addr string) func(host string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil // not an address a listener opens
+	}
+	host = normalHost(host)
+	ip, err := netip.ParseAddr(host)
+	switch {
+	case host == "", err == nil && ip.IsUnspecified():
+		return nil
+	case host == "localhost", err == nil && ip.IsLoopback():
+		return func(h string) bool {
+			a, err := netip.ParseAddr(h)
+			return h == "localhost" || (err == nil && a.Unmap().IsLoopback())
+		}
+	case err == nil:
+		return func(h string) bool {
+			a, err := netip.ParseAddr(h)
+			return err == nil && a.Unmap() == ip.Unmap()
+		}
+	default:
+		return func(h string) bool { return h == host }
+	}
+}
+
+// hostOf is the host a request's Host header names, without its port,
+// brackets or trailing dot, in lower case.
+func hostOf(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		hostport = h
+	} else {
+		hostport = strings.TrimSuffix(strings.TrimPrefix(hostport, "["), "]")
+	}
+	return normalHost(hostport)
+}
+
+// normalHost is host in lower case without a trailing dot (localhost. is
+// localhost).
+func normalHost(host string) string {
+	return strings.ToLower(strings.TrimSuffix(host, "."))
 }
 
 // erasureRequest is the body of POST /admin/erasures.
@@ -203,8 +294,10 @@ type redriveRequest struct {
 }
 
 // handleRedrive answers POST /admin/redrives {"client_id"?, "keys"?,
-// "outcome"?, "since"?}: exactly one of keys (with client_id) or outcome,
-// else 400 bad_request; 200 {"redriven": N, "keys": [...], "skipped": [...]}.
+// "outcome"?, "since"?}: exactly one of keys (with client_id, at most
+// MaxRedriveKeys) or outcome, else 400 bad_request; 200 {"redriven": N,
+// "keys": [...], "skipped": [...]}. The redrive has redriveTimeout: past
+// it, nothing is redriven and the answer is 503 store_unavailable.
 func handleRedrive(redrive func(context.Context, *store.RedriveParams) (*store.Redriven, error), logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req redriveRequest
@@ -212,6 +305,10 @@ func handleRedrive(redrive func(context.Context, *store.RedriveParams) (*store.R
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
 			writeError(w, http.StatusBadRequest, "bad_request", `send {"client_id": "...", "keys": [...]} or {"outcome": "downstream_unavailable", "client_id"?, "since"?}`)
+			return
+		}
+		if len(req.Keys) > MaxRedriveKeys {
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("at most %d keys a request: send the others in more requests", MaxRedriveKeys))
 			return
 		}
 		var since time.Duration
@@ -222,7 +319,9 @@ func handleRedrive(redrive func(context.Context, *store.RedriveParams) (*store.R
 				return
 			}
 		}
-		done, err := redrive(r.Context(), &store.RedriveParams{
+		ctx, cancel := context.WithTimeout(r.Context(), redriveTimeout)
+		defer cancel()
+		done, err := redrive(ctx, &store.RedriveParams{
 			ClientID: req.ClientID, Keys: req.Keys, Outcome: response.Code(req.Outcome), Since: since, Via: store.RedriveByAdminAPI,
 		})
 		if errors.Is(err, operator.ErrBadRedrive) {
@@ -230,11 +329,11 @@ func handleRedrive(redrive func(context.Context, *store.RedriveParams) (*store.R
 			return
 		}
 		if err != nil {
-			logger.ErrorContext(r.Context(), "redrive failed", slog.String("error", err.Error()))
+			logger.ErrorContext(ctx, "redrive failed", slog.String("error", err.Error()))
 			writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the redrive did not complete; nothing was redriven; send it again")
 			return
 		}
-		logger.InfoContext(r.Context(), "redrive", slog.Int("redriven", len(done.Keys)), slog.Int("skipped", len(done.Skipped)))
+		logger.InfoContext(ctx, "redrive", slog.Int("redriven", len(done.Keys)), slog.Int("skipped", len(done.Skipped)))
 		keys, skipped := done.Keys, done.Skipped
 		if keys == nil {
 			keys = []store.KeyName{}
