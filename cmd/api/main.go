@@ -101,8 +101,6 @@ const usageHeader = `Usage: api [migrate | erase | keys]
   api spam show --client ID KEY [--json]
   api spam release --client ID KEY... [--json]
                 list and look at quarantined enquiries, and release them
-                re-open failed keys, as a retry of each would
-                list, show, and settle a key awaiting reconciliation
 
 Environment (of api; the commands read DATABASE_URL, PII_HASH_KEY, the
 retentions, API_CLIENTS and CLIENTS_FILE from it):
