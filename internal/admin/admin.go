@@ -30,6 +30,7 @@ import (
 	"golang.org/x/time/rate"
 	"riverqueue.com/riverui"
 
+	"github.com/leadintake/leadintake/internal/probe"
 	"github.com/leadintake/leadintake/internal/service"
 	"github.com/leadintake/leadintake/operator"
 	"github.com/leadintake/leadintake/response"
@@ -89,7 +90,8 @@ type Opts struct {
 	// Ready, when set, serves GET /healthz (200 while the process runs)
 	// and GET /readyz (200 when Ready returns nil, else 503), without
 	// credentials, for a process whose admin listener is its only one
-	// (the worker's).
+	// (the worker's). Ready runs at most once a second, its result shared
+	// by the probes (probe.Shared).
 	Ready func(ctx context.Context) error
 	// Addr is the address the listener is bound to (ADMIN_ADDR): requests
 	// whose Host names another host are refused (see hostCheck). Empty
@@ -115,6 +117,9 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 	}
 	mux.Handle("GET /metrics", auth(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
 	if o.Ready != nil {
+		// However many probes come, the database is checked at most once
+		// a second.
+		ready := probe.NewShared(o.Ready, probe.Opts{Timeout: readyTimeout, Now: o.Now})
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			_, _ = io.WriteString(w, "ok\n")
@@ -123,7 +128,7 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 			ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 			defer cancel()
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			if err := o.Ready(ctx); err != nil {
+			if err := ready.Ready(ctx); err != nil {
 				logger.WarnContext(ctx, "not ready", slog.String("error", err.Error()))
 				w.WriteHeader(http.StatusServiceUnavailable)
 				_, _ = io.WriteString(w, "not ready\n")
