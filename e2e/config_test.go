@@ -20,6 +20,8 @@ var contractVars = map[string]map[string]string{
 		"ADMIN_ADDR":        "127.0.0.1:8081",
 		"ADMIN_USER":        "",
 		"ADMIN_PASSWORD":    "",
+		"METRICS_USER":      "",
+		"METRICS_PASSWORD":  "",
 		"API_CLIENTS":       "",
 		"ALLOWED_SOURCES":   "website,linkedin,referral,ads,event",
 		"MAX_BODY_BYTES":    "65536",
@@ -41,6 +43,8 @@ var contractVars = map[string]map[string]string{
 		"ADMIN_ADDR":          "127.0.0.1:8082",
 		"ADMIN_USER":          "",
 		"ADMIN_PASSWORD":      "",
+		"METRICS_USER":        "",
+		"METRICS_PASSWORD":    "",
 		"KEY_RETENTION":       "168h",
 		"CLEANUP_INTERVAL":    "1h",
 		"RECONCILE_INTERVAL":  "1m",
@@ -178,6 +182,8 @@ func TestBadConfigurationExitsWithOneLine(t *testing.T) {
 		{"api/malformed SHUTDOWN_TIMEOUT", "api", nil, db + " " + clients + " SHUTDOWN_TIMEOUT=10", "SHUTDOWN_TIMEOUT"},
 		{"api/negative MAX_BODY_BYTES", "api", nil, db + " " + clients + " MAX_BODY_BYTES=-1", "MAX_BODY_BYTES"},
 		{"api/ADMIN_USER alone", "api", nil, db + " " + clients + " ADMIN_USER=operator", "ADMIN_PASSWORD"},
+		{"api/METRICS_USER alone", "api", nil, db + " " + clients + " METRICS_USER=prometheus", "METRICS_PASSWORD"},
+		{"worker/the scrape credential the admin one", "worker", nil, db + " " + urls + " ADMIN_USER=a ADMIN_PASSWORD=b METRICS_USER=a METRICS_PASSWORD=b", "METRICS_USER"},
 		{"api/unknown LOG_LEVEL", "api", nil, db + " " + clients + " LOG_LEVEL=loud", "LOG_LEVEL"},
 		{"api migrate/missing DATABASE_URL", "api", []string{"migrate"}, "", "DATABASE_URL"},
 		{"api/missing PII_HASH_KEY", "api", nil, "DATABASE_URL=postgres://nobody@127.0.0.1:1/none " + clients, "PII_HASH_KEY"},
@@ -278,6 +284,7 @@ func TestConfigErrorsShowNoSecret(t *testing.T) {
 		{"hash list with a bad entry", "api", []string{db, "API_CLIENTS=a=" + hash + ",b:" + hash}, []string{hash}, "API_CLIENTS"},
 		{"password in a malformed URL", "api", []string{"DATABASE_URL=postgres://u:Pw-s3cret@127.0.0.1:notaport/db", "API_CLIENTS=a=" + hash}, []string{"Pw-s3cret"}, "DATABASE_URL"},
 		{"admin password alone", "worker", []string{db, "SIMULATE_DOWNSTREAM=true", "ADMIN_PASSWORD=Adm1n-pw-xyz"}, []string{"Adm1n-pw-xyz"}, "ADMIN_USER"},
+		{"metrics password alone", "api", []string{db, "API_CLIENTS=a=" + hash, "METRICS_PASSWORD=Scr4pe-pw-xyz"}, []string{"Scr4pe-pw-xyz"}, "METRICS_USER"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

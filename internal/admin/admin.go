@@ -1,8 +1,10 @@
 // Package admin is the operators' listener: Prometheus metrics on /metrics,
 // River UI under /riverui/, erasures (POST /admin/erasures) and redrives
-// (POST /admin/redrives) behind HTTP basic auth, with cross-site browser
-// writes refused, wrong credentials slowed down per address, and requests
-// for another host than the one it listens on refused (DNS rebinding).
+// (POST /admin/redrives) behind HTTP basic auth (/metrics also behind a
+// scrape credential of its own, which opens nothing else), with cross-site
+// browser writes refused, wrong credentials slowed down per address, and
+// requests for another host than the one it listens on refused (DNS
+// rebinding).
 package admin
 
 import (
@@ -18,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,6 +75,10 @@ type Opts struct {
 	// User and Password protect River UI (and /metrics when set). River UI is
 	// served only when both are set.
 	User, Password string
+	// MetricsUser and MetricsPassword, when set, are a second credential
+	// that /metrics takes (beside User's) and nothing else does: what a
+	// scraper holds cannot reach River UI, erasures or redrives.
+	MetricsUser, MetricsPassword string
 	// RiverClient is what River UI reads and acts through; nil serves no UI.
 	RiverClient *river.Client[pgx.Tx]
 	// Erase, when set (and User and Password too), serves POST
@@ -110,12 +117,25 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
-	auth := func(h http.Handler) http.Handler { return h }
+	// auth guards what the admin credential opens, metricsAuth /metrics:
+	// the admin credential or the scrape one. Wrong guesses of either
+	// spend the same budget of their address.
+	var admins, scrapers []credential
 	if o.User != "" && o.Password != "" {
-		guesses := newGuessLimiter(o.Now)
-		auth = func(h http.Handler) http.Handler { return basicAuth(o.User, o.Password, guesses, h) }
+		admins = append(admins, newCredential(o.User, o.Password))
 	}
-	mux.Handle("GET /metrics", auth(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
+	if o.MetricsUser != "" && o.MetricsPassword != "" {
+		scrapers = append(scrapers, newCredential(o.MetricsUser, o.MetricsPassword))
+	}
+	guesses := newGuessLimiter(o.Now)
+	guard := func(creds []credential) func(http.Handler) http.Handler {
+		if len(creds) == 0 {
+			return func(h http.Handler) http.Handler { return h }
+		}
+		return func(h http.Handler) http.Handler { return basicAuth(creds, guesses, h) }
+	}
+	auth, metricsAuth := guard(admins), guard(append(slices.Clone(admins), scrapers...))
+	mux.Handle("GET /metrics", metricsAuth(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
 	if o.Ready != nil {
 		// However many probes come, the database is checked at most once
 		// a second.
@@ -358,14 +378,21 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
 }
 
-// basicAuth compares hashes of the credentials in constant time, so that
-// neither their content nor their length shows in the time taken. Each
-// wrong pair spends one of its address's guesses (guessLimiter); an address
-// with none left is answered 429 before its credentials are looked at, the
-// right ones included, so that it learns nothing until it may guess again.
-// Other addresses are not affected.
-func basicAuth(user, password string, guesses *guessLimiter, next http.Handler) http.Handler {
-	wantUser, wantPassword := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(password))
+// credential is a user and password pair, as hashes.
+type credential struct{ user, password [sha256.Size]byte }
+
+func newCredential(user, password string) credential {
+	return credential{sha256.Sum256([]byte(user)), sha256.Sum256([]byte(password))}
+}
+
+// basicAuth takes a request whose basic auth is one of creds. It compares
+// hashes of the credentials in constant time, with every pair of creds, so
+// that neither their content, their length nor which pair matched shows in
+// the time taken. Each wrong pair spends one of its address's guesses
+// (guessLimiter); an address with none left is answered 429 before its
+// credentials are looked at, the right ones included, so that it learns
+// nothing until it may guess again. Other addresses are not affected.
+func basicAuth(creds []credential, guesses *guessLimiter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
 		if !ok {
@@ -380,10 +407,12 @@ func basicAuth(user, password string, guesses *guessLimiter, next http.Handler) 
 			http.Error(w, "too many wrong credentials from this address; try again later", http.StatusTooManyRequests)
 			return
 		}
-		gotUser, gotPassword := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
-		userOK := subtle.ConstantTimeCompare(gotUser[:], wantUser[:])
-		passwordOK := subtle.ConstantTimeCompare(gotPassword[:], wantPassword[:])
-		if userOK&passwordOK != 1 {
+		got := newCredential(u, p)
+		match := 0
+		for _, want := range creds {
+			match |= subtle.ConstantTimeCompare(got.user[:], want.user[:]) & subtle.ConstantTimeCompare(got.password[:], want.password[:])
+		}
+		if match != 1 {
 			challenge(w)
 			return
 		}

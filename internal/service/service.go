@@ -84,6 +84,8 @@ type Common struct {
 	DatabaseURL     string        `envconfig:"DATABASE_URL" required:"true" desc:"PostgreSQL URL (pool_max_conns, connect_timeout... may be set in it)"`
 	AdminUser       string        `envconfig:"ADMIN_USER" desc:"HTTP basic auth user of the admin listener"`
 	AdminPassword   string        `envconfig:"ADMIN_PASSWORD" desc:"HTTP basic auth password of the admin listener"`
+	MetricsUser     string        `envconfig:"METRICS_USER" desc:"HTTP basic auth user that may read /metrics on the admin listener and nothing else: a scrape credential apart from ADMIN_USER's"`
+	MetricsPassword string        `envconfig:"METRICS_PASSWORD" desc:"METRICS_USER's password"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"graceful-stop budget"`
 	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
@@ -116,6 +118,11 @@ func (c *Common) Validate() error {
 		return errors.New("SHUTDOWN_TIMEOUT must be positive")
 	case (c.AdminUser == "") != (c.AdminPassword == ""):
 		return errors.New("set both ADMIN_USER and ADMIN_PASSWORD, or neither")
+	case (c.MetricsUser == "") != (c.MetricsPassword == ""):
+		return errors.New("set both METRICS_USER and METRICS_PASSWORD, or neither")
+	case c.MetricsUser != "" && c.MetricsUser == c.AdminUser && c.MetricsPassword == c.AdminPassword:
+		// The scrape credential would open everything the admin one does.
+		return errors.New("METRICS_USER and METRICS_PASSWORD are ADMIN_USER's and ADMIN_PASSWORD: the scrape credential must be another one")
 	}
 	if _, err := NewLogger(io.Discard, c.LogFormat, c.LogLevel); err != nil {
 		return err
