@@ -61,9 +61,10 @@ func NewCallbacks(timeout time.Duration, metrics *Metrics) *Callbacks {
 // failure is an *Error: transient (5xx, 408, 429, a time-out, a broken
 // connection; with the Retry-After asked for) or not (any other answer, a
 // redirect included: the receiver did not take the delivery, and will not
-// by being asked again). No error names the URL's user-info or query
-// string: they are the receiver's secrets, and errors end in logs and in
-// River's job rows.
+// by being asked again). No error names more of the URL than its scheme
+// and host: its path (Zapier, n8n, Slack and Teams put their secret there),
+// user-info and query are the receiver's secrets, and errors end in logs
+// and in River's job rows (River UI shows them).
 func (c *Callbacks) Deliver(ctx context.Context, rawURL string, secret webhook.Secret, id string, body []byte) (err error) {
 	start := c.now()
 	result := "success"
@@ -111,18 +112,25 @@ func (c *Callbacks) Deliver(ctx context.Context, rawURL string, secret webhook.S
 }
 
 // redactURLError returns err with the URL that net/http's *url.Error
-// quotes cut to its scheme, host and path: the query string (and any
-// user-info) stays out of the message.
+// quotes cut to its scheme and host (Origin): its path, query and
+// user-info stay out of the message.
 func redactURLError(err error) error {
 	var ue *url.Error
 	if !errors.As(err, &ue) {
 		return err
 	}
-	shown := "the callback URL"
-	if u, perr := url.Parse(ue.URL); perr == nil {
-		shown = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	return &url.Error{Op: ue.Op, URL: Origin(ue.URL), Err: ue.Err}
+}
+
+// Origin is what errors and logs may show of a callback's URL: its scheme
+// and host ("the callback URL" when it does not parse). A callback's path,
+// query and user-info often hold the receiver's secret.
+func Origin(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "the callback URL"
 	}
-	return &url.Error{Op: ue.Op, URL: shown, Err: ue.Err}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
 }
 
 // maxResponseBytes bounds what is read of an answer.

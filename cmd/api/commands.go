@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -11,6 +12,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -114,11 +118,37 @@ func parseArgs(fs *flag.FlagSet, args []string, want int, usage string, stdout i
 	return positional, nil
 }
 
-// printJSON writes v as one indented JSON document.
+// printJSON writes v as one indented JSON document, with the characters
+// printable escapes written as JSON escapes (see jsonPrintable).
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, jsonPrintable(buf.String()))
+	return err
+}
+
+// jsonPrintable returns doc, a JSON document, with every character that
+// printable would escape written as a JSON escape (\u202e): the same
+// document to a program, harmless on a terminal. Such characters can only
+// be within strings (outside them JSON has white space and ASCII
+// punctuation), where an escape stands for the character itself;
+// encoding/json leaves C1 and bidirectional controls as they are.
+func jsonPrintable(doc string) string {
+	var b strings.Builder
+	for _, r := range doc {
+		if r == '\n' || graphic(r) {
+			b.WriteRune(r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&b, `\u%04x`, u)
+		}
+	}
+	return b.String()
 }
 
 // printList prints items as one JSON array (empty, not null, for none), or
@@ -224,7 +254,7 @@ func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		return printList(stdout, *asJSON, keys, "CLIENT\tKEY\tSTATE\tLEAD\tCREATED\tAGE", func(k store.KeySummary) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", k.ClientID, k.Key, k.State, k.LeadID,
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", printable(k.ClientID), printable(k.Key), k.State, k.LeadID,
 				k.CreatedAt.UTC().Format(time.RFC3339), time.Since(k.CreatedAt).Round(time.Second))
 		})
 
@@ -294,7 +324,7 @@ func validState(s string) bool {
 // printReport prints a key for people, one field a line.
 func printReport(w io.Writer, r *operator.KeyReport) error {
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
-	line := func(name, value string) { fmt.Fprintf(tw, "%s\t%s\n", name, value) }
+	line := func(name, value string) { fmt.Fprintf(tw, "%s\t%s\n", name, printable(value)) }
 	opt := func(p *string) string {
 		if p == nil {
 			return "-"
@@ -321,11 +351,11 @@ func printReport(w io.Writer, r *operator.KeyReport) error {
 	}
 	line("enrichment", cmp.Or(string(r.Enrichment), "pending"))
 	line("crm", strings.TrimSpace(string(r.CRM)+" "+r.CRMID))
-	line("crm destination", cmp.Or(r.CRMDestination, "-"))
-	line("owner", opt(r.Owner))
+	line("crm destination", printable(cmp.Or(r.CRMDestination, "-")))
+	line("owner", printable(opt(r.Owner)))
 	line("notification", cmp.Or(string(r.Notification), "pending"))
 	for _, c := range r.Channels {
-		line("  "+c.Name, cmp.Or(string(c.State), "pending"))
+		line("  "+printable(c.Name), cmp.Or(string(c.State), "pending"))
 	}
 	line("supersedes", opt(r.Supersedes))
 	line("superseded by", opt(r.SupersededBy))
@@ -347,7 +377,7 @@ func printReport(w io.Writer, r *operator.KeyReport) error {
 	tw = tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tDESTINATION\tKIND\tATTEMPT\tSTARTED\tDURATION\tOUTCOME")
 	for _, c := range r.Calls {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%dms\t%s\n", c.Step, c.Destination, c.Kind, c.Attempt, c.StartedAt.Format(time.RFC3339Nano), c.DurationMS, c.Outcome)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%dms\t%s\n", printable(c.Step), printable(c.Destination), printable(c.Kind), c.Attempt, c.StartedAt.Format(time.RFC3339Nano), c.DurationMS, printable(c.Outcome))
 	}
 	return tw.Flush()
 }
@@ -412,7 +442,7 @@ func runLeads(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // fail, saying they were left (left).
 func printReopened(stdout, stderr io.Writer, asJSON bool, verb string, done *store.Redriven, why func(store.Skipped) string, left string) error {
 	for _, sk := range done.Skipped {
-		fmt.Fprintf(stderr, "key %s of client %s %s: left as it is\n", sk.Key, sk.ClientID, why(sk))
+		fmt.Fprintf(stderr, "key %s of client %s %s: left as it is\n", printable(sk.Key), printable(sk.ClientID), printable(why(sk)))
 	}
 	var err error
 	if asJSON {
@@ -471,7 +501,7 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		return printList(stdout, *asJSON, keys, "CLIENT\tKEY\tLEAD\tQUARANTINED\tREASONS", func(k store.QuarantinedKey) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", k.ClientID, k.Key, k.LeadID, k.CreatedAt.UTC().Format(time.RFC3339), strings.Join(k.Reasons, ","))
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", printable(k.ClientID), printable(k.Key), k.LeadID, k.CreatedAt.UTC().Format(time.RFC3339), printable(strings.Join(k.Reasons, ",")))
 		})
 
 	case "show":
@@ -502,18 +532,7 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				"reasons": q.Reasons, "enquiry": json.RawMessage(cmp.Or(string(q.Submission), "null")),
 			})
 		}
-		tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "client\t%s\nkey\t%s\nlead\t%s\nquarantined\t%s\nreasons\t%s\n",
-			q.ClientID, q.Key, q.LeadID, q.CreatedAt.UTC().Format(time.RFC3339), strings.Join(q.Reasons, ","))
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		enquiry := "(erased)"
-		if q.Submission != nil {
-			enquiry = string(q.Submission)
-		}
-		_, err = fmt.Fprintf(stdout, "\nenquiry\n%s\n", enquiry)
-		return err
+		return printQuarantined(stdout, q)
 
 	case "release":
 		keys, err := parseArgs(fs, args[1:], -1, spamUsage, stdout)
@@ -541,3 +560,58 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	return &service.UsageError{Msg: fmt.Sprintf("unknown spam command %q", args[0]), Usage: spamUsage}
 }
+
+// printQuarantined prints a quarantined enquiry for people: its key, one
+// field a line, then the enquiry as stored. The enquiry is what a visitor
+// sent: it is printed through printable, as every text the commands show.
+func printQuarantined(w io.Writer, q *store.QuarantinedEnquiry) error {
+	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "client\t%s\nkey\t%s\nlead\t%s\nquarantined\t%s\nreasons\t%s\n",
+		printable(q.ClientID), printable(q.Key), q.LeadID, q.CreatedAt.UTC().Format(time.RFC3339), printable(strings.Join(q.Reasons, ",")))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	enquiry := "(erased)"
+	if q.Submission != nil {
+		enquiry = printable(string(q.Submission))
+	}
+	_, err := fmt.Fprintf(w, "\nenquiry\n%s\n", enquiry)
+	return err
+}
+
+// printable returns s as a terminal can show it harmlessly: every
+// character that is not a graphic one (C0 and C1 controls and DEL, the
+// bidirectional controls U+202A-U+202E, U+2066-U+2069, U+200E, U+200F and
+// U+061C, other format characters, line and paragraph separators, spaces
+// other than the ASCII one) is written as an escape (\x1b, \u202e), and so
+// is every byte that is not UTF-8. Text a visitor sent can then neither
+// drive the terminal (an escape sequence) nor make a line show in another
+// order than its characters (a bidirectional override), nor start a line
+// of its own in a table.
+func printable(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !graphic(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case graphic(r):
+			b.WriteString(s[i : i+size])
+		case r < utf8.RuneSelf:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// graphic reports whether a terminal shows r as itself: a letter, mark,
+// number, punctuation or symbol (unicode.IsPrint), or the ASCII space.
+func graphic(r rune) bool { return r == ' ' || unicode.IsPrint(r) }

@@ -258,15 +258,18 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 		KeyRetention:    cfg.KeyRetention,
 	})
 	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{
-		Gatherer:    p.Registry,
-		User:        cfg.AdminUser,
-		Password:    cfg.AdminPassword,
-		RiverClient: riverClient,
+		Gatherer:        p.Registry,
+		User:            cfg.AdminUser,
+		Password:        cfg.AdminPassword,
+		MetricsUser:     cfg.MetricsUser,
+		MetricsPassword: cfg.MetricsPassword,
+		RiverClient:     riverClient,
 		Erase: func(ctx context.Context, clientID, email string) (int, error) {
 			return ops.Erase(ctx, clientID, email, store.ErasureByAdminAPI)
 		},
 		Redrive: ops.Redrive,
 		Logger:  p.Logger.With(slog.String("component", "admin")),
+		Addr:    cfg.AdminAddr,
 	})
 	if err != nil {
 		return p.Abort(err)

@@ -331,6 +331,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 
 	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{
 		Gatherer: p.Registry, User: cfg.AdminUser, Password: cfg.AdminPassword, Logger: p.Logger, Ready: st.Ready,
+		MetricsUser: cfg.MetricsUser, MetricsPassword: cfg.MetricsPassword, Addr: cfg.AdminAddr,
 	})
 	if err != nil {
 		return p.Abort(err)
