@@ -158,6 +158,28 @@ func TestREADMEIntegrity(t *testing.T) {
 	}
 }
 
+// docs/attribution.md gives the version that brought attribution, 1.2.0,
+// with its integrity hash: a published version's, as the README's.
+func TestDocsAttributionIntegrity(t *testing.T) {
+	t.Parallel()
+	page := string(readFile(t, "../docs/attribution.md"))
+	hashes := regexp.MustCompile(`sha384-[A-Za-z0-9+/]{64}`).FindAllString(page, -1)
+	versions := regexp.MustCompile(`leadintake@([0-9A-Za-z._-]+)\.js`).FindAllStringSubmatch(page, -1)
+	if len(hashes) == 0 || len(versions) == 0 {
+		t.Fatalf("docs/attribution.md gives %d hashes and %d versioned URLs; want the version 1.2.0's", len(hashes), len(versions))
+	}
+	for _, v := range versions {
+		if v[1] != "1.2.0" {
+			t.Errorf("docs/attribution.md names %s, want the version that brought attribution, 1.2.0", v[0])
+		}
+	}
+	for _, h := range hashes {
+		if h != publishedSnippets["1.2.0"] {
+			t.Errorf("docs/attribution.md gives the integrity %s; version 1.2.0 was published as %s", h, publishedSnippets["1.2.0"])
+		}
+	}
+}
+
 // exported lists the names a module exports and, for a function, its
 // parameters: from the JavaScript module or from its declarations.
 var exportPatterns = []*regexp.Regexp{
