@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -44,17 +43,18 @@ func checkingProxy(t *testing.T, s *stack) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	direct := proxy.Director
-	proxy.Director = func(r *http.Request) {
-		direct(r)
-		for name := range r.Header {
-			if strings.HasPrefix(name, "Sec-") {
-				r.Header.Del(name)
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = target.Host
+			for name := range r.Out.Header {
+				if strings.HasPrefix(name, "Sec-") {
+					r.Out.Header.Del(name)
+				}
 			}
-		}
+		},
+		Transport: s.client.Transport,
 	}
-	proxy.Transport = s.client.Transport
 	srv := httptest.NewServer(proxy)
 	t.Cleanup(srv.Close)
 	return srv.URL
