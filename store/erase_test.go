@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,14 +35,20 @@ func claimedAs(t *testing.T, s *store.Store, body string) *store.Lead {
 func TestErase(t *testing.T) {
 	t.Parallel()
 	const (
-		ada   = `{"email":"Ada@Example.com","source":"website","name":"Ada","phone":"+44 1","message":"hello"}`
+		ada = `{"email":"Ada@Example.com","source":"website","name":"Ada","phone":"+44 1","message":"hello",` +
+			`"attribution":{"first":{"landing_page":"https://acme.example/landing?utm_campaign=spring-x","utm":{"campaign":"spring-x"},` +
+			`"click_ids":{"gclid":"gclid-ada-1"}},"last":{"landing_page":"https://acme.example/contact-ada"}}}`
 		other = `{"email":"grace@example.com","source":"website"}`
 	)
 
 	t.Run("ErasesEveryLeadOfTheAddress", func(t *testing.T) {
 		t.Parallel()
-		s, jobs := newStore(t, dbtest.Tx(t), "a")
+		tx := dbtest.Tx(t)
+		s, jobs := newStore(t, tx, "a")
 		unfinished := claimedAs(t, s, ada)
+		if unfinished.Lead.Attribution == nil || unfinished.Lead.Attribution.First.ClickIDs["gclid"] != "gclid-ada-1" {
+			t.Fatalf("the lead before the erasure: %+v", unfinished.Lead)
+		}
 		finished := claimedAs(t, s, ada)
 		kept := claimedAs(t, s, other)
 		run, err := s.Lead(t.Context(), finished.ID)
@@ -69,8 +76,19 @@ func TestErase(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !got.Erased() || got.Lead.Email != "" || got.Enrichment != nil {
+			if !got.Erased() || got.Lead.Email != "" || got.Lead.Attribution != nil || got.Enrichment != nil {
 				t.Errorf("lead %s after the erasure: %+v", l.ID, got)
+			}
+			// Nothing of the submission stays anywhere in the row: its
+			// attribution neither.
+			var row string
+			if err := tx.QueryRow(context.Background(), `SELECT row_to_json(l)::text FROM leads l WHERE id = $1`, l.ID).Scan(&row); err != nil {
+				t.Fatal(err)
+			}
+			for _, personal := range []string{"Ada", "hello", "spring-x", "gclid-ada-1", "contact-ada", "acme.example"} {
+				if strings.Contains(row, personal) {
+					t.Errorf("lead %s after the erasure holds %q: %s", l.ID, personal, row)
+				}
 			}
 		}
 		op, err := s.Operation(t.Context(), "a", unfinished.Key)
