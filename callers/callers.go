@@ -15,7 +15,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -372,4 +374,9 @@ func (src Source) Reload(h *Holder) error {
 	}
 	h.Replace(set)
 	return nil
+}
+
+// IDs returns the ids of the clients, sorted.
+func (s *Set) IDs() []string {
+	return slices.Sorted(maps.Keys(s.byID))
 }

@@ -70,6 +70,8 @@ type Store struct {
 	// dupWindow is how far back a claim looks for a possible duplicate
 	// (FlagDuplicates); zero for not at all.
 	dupWindow time.Duration
+	// ownerKept is set once leads was found to keep an owner (hasOwner).
+	ownerKept atomic.Bool
 }
 
 // FlagDuplicates makes every claim look for a possible duplicate of its

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -133,7 +134,7 @@ func runErase(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer closeOp()
-	n, err := op.Erase(ctx, *clientID, *email, store.ErasureByCommand)
+	n, err := op.Erase(ctx, operator.CLI, *clientID, *email)
 	if errors.Is(err, operator.ErrBadEmail) {
 		return &service.UsageError{Msg: "--email: " + err.Error(), Usage: eraseUsage}
 	}
@@ -185,7 +186,7 @@ func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		defer closeOp()
-		keys, err := op.Store.ListKeys(ctx, store.KeyFilter{
+		keys, err := op.Keys(ctx, store.KeyFilter{
 			ClientID: *clientID, State: lead.KeyState(*state), OlderThan: *olderThan, Limit: *limit,
 		})
 		if err != nil {
@@ -228,7 +229,7 @@ func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer closeOp()
 		if args[0] == "settle" {
-			if err := op.Settle(ctx, *clientID, key, !*notFound, *crmID); err != nil {
+			if err := op.Settle(ctx, operator.CLI, *clientID, key, !*notFound, *crmID); err != nil {
 				return notFoundAsError(err)
 			}
 		}
@@ -366,10 +367,11 @@ func runLeads(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer closeOp()
-	done, err := op.Redrive(ctx, &store.RedriveParams{
-		ClientID: *clientID, Keys: keys, Outcome: response.Code(*outcome), Since: *since, DryRun: *dryRun, Via: store.RedriveByCommand,
+	done, err := op.Redrive(ctx, operator.CLI, &store.RedriveParams{
+		ClientID: *clientID, Keys: keys, Outcome: response.Code(*outcome), Since: *since, DryRun: *dryRun,
 	})
-	if errors.Is(err, operator.ErrBadRedrive) {
+	var tooMany *operator.TooManyKeysError
+	if errors.Is(err, operator.ErrBadRedrive) || errors.As(err, &tooMany) {
 		return &service.UsageError{Msg: err.Error(), Usage: leadsUsage}
 	}
 	if err != nil {
@@ -436,7 +438,7 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		defer closeOp()
-		keys, err := op.Store.Quarantined(ctx, store.QuarantineFilter{ClientID: *clientID, Since: *since, Limit: *limit})
+		keys, err := op.Quarantined(ctx, store.QuarantineFilter{ClientID: *clientID, Since: *since, Limit: *limit})
 		if err != nil {
 			return err
 		}
@@ -468,7 +470,7 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		defer closeOp()
-		q, err := op.Store.QuarantinedEnquiry(ctx, *clientID, rest[0])
+		q, err := op.QuarantinedEnquiry(ctx, operator.CLI, *clientID, rest[0])
 		if errors.Is(err, store.ErrNotFound) {
 			return errors.New("no quarantined key of that client with that key (or it expired)")
 		}
@@ -511,7 +513,11 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		defer closeOp()
-		done, err := op.Store.Release(ctx, *clientID, keys)
+		done, err := op.Release(ctx, operator.CLI, *clientID, keys)
+		var tooMany *operator.TooManyKeysError
+		if errors.As(err, &tooMany) {
+			return &service.UsageError{Msg: err.Error(), Usage: spamUsage}
+		}
 		if err != nil {
 			return err
 		}
@@ -519,4 +525,72 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			func(sk store.Skipped) string { return fmt.Sprintf("was not released (it is %s)", sk.State) }, "were not released")
 	}
 	return &service.UsageError{Msg: fmt.Sprintf("unknown spam command %q", args[0]), Usage: spamUsage}
+}
+
+const auditUsage = "api audit list [--since DURATION] [--limit N] [--json]"
+
+// runAudit is `api audit list`: what operators did (releases, redrives,
+// settles, erasures, looks at enquiries), by whom and when, oldest first,
+// within --since; a table for people, --json for scripts.
+func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "list" {
+		return &service.UsageError{Msg: "audit needs list", Usage: auditUsage}
+	}
+	fs := flag.NewFlagSet("audit list", flag.ContinueOnError)
+	since := fs.Duration("since", 0, "actions recorded within this long (default: all)")
+	limit := fs.Int("limit", 1000, "at most this many, the newest")
+	asJSON := fs.Bool("json", false, "print one JSON document")
+	_, err := parseArgs(fs, args[1:], 0, auditUsage, stdout)
+	switch {
+	case errors.Is(err, errHelped):
+		return nil
+	case err != nil:
+		return err
+	case *since < 0:
+		return &service.UsageError{Msg: "--since must not be negative", Usage: auditUsage}
+	case *limit < 1:
+		return &service.UsageError{Msg: "--limit must be at least 1", Usage: auditUsage}
+	}
+	op, closeOp, err := operatorFor(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeOp()
+	entries, err := op.Audit(ctx, store.AuditFilter{Since: *since, Limit: *limit})
+	if err != nil {
+		return err
+	}
+	slices.Reverse(entries)
+	if *asJSON {
+		if entries == nil {
+			entries = []store.AuditEntry{}
+		}
+		return printJSON(stdout, entries)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tWHO\tVIA\tACTION\tCLIENT\tCOUNT\tKEYS")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.At.UTC().Format(time.RFC3339), e.Actor, e.Via, e.Action,
+			cmp.Or(e.ClientID, "-"), e.Count, keyList(e.Keys, 5))
+	}
+	return tw.Flush()
+}
+
+// keyList names up to n keys, "-" for none, and how many more there are.
+func keyList(keys []store.KeyName, n int) string {
+	if len(keys) == 0 {
+		return "-"
+	}
+	names := make([]string, 0, n)
+	for i, k := range keys {
+		if i == n {
+			break
+		}
+		names = append(names, k.ClientID+"/"+k.Key)
+	}
+	out := strings.Join(names, ",")
+	if len(keys) > n {
+		out += fmt.Sprintf(" (+%d)", len(keys)-n)
+	}
+	return out
 }

@@ -84,7 +84,7 @@ type migrateConfig struct {
 	LogLevel    string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 }
 
-const usageHeader = `Usage: api [migrate | erase | keys]
+const usageHeader = `Usage: api [migrate | erase | keys | leads | spam | audit]
 
   api           serve the HTTP API on API_ADDR and the admin listener on ADMIN_ADDR
   api migrate   apply every migration (River's and leadintake's) and exit
@@ -101,8 +101,9 @@ const usageHeader = `Usage: api [migrate | erase | keys]
   api spam show --client ID KEY [--json]
   api spam release --client ID KEY... [--json]
                 list and look at quarantined enquiries, and release them
-                re-open failed keys, as a retry of each would
-                list, show, and settle a key awaiting reconciliation
+  api audit list [--since DURATION] [--limit N] [--json]
+                what operators did (releases, redrives, settles, erasures,
+                looks at enquiries), by whom and when
 
 Environment (of api; the commands read DATABASE_URL, PII_HASH_KEY, the
 retentions, API_CLIENTS and CLIENTS_FILE from it):
@@ -123,6 +124,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runLeads(ctx, args[2:], stdout, stderr)
 		case a == "spam":
 			return runSpam(ctx, args[2:], stdout, stderr)
+		case a == "audit":
+			return runAudit(ctx, args[2:], stdout)
 		default:
 			return &service.UsageError{Msg: fmt.Sprintf("unknown argument %q (try -h)", a)}
 		}
@@ -241,10 +244,12 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 		Password:    cfg.AdminPassword,
 		RiverClient: riverClient,
 		Erase: func(ctx context.Context, clientID, email string) (int, error) {
-			return ops.Erase(ctx, clientID, email, store.ErasureByAdminAPI)
+			return ops.Erase(ctx, operator.AdminAPI, clientID, email)
 		},
-		Redrive: ops.Redrive,
-		Logger:  p.Logger.With(slog.String("component", "admin")),
+		Redrive: func(ctx context.Context, p *store.RedriveParams) (*store.Redriven, error) {
+			return ops.Redrive(ctx, operator.AdminAPI, p)
+		},
+		Logger: p.Logger.With(slog.String("component", "admin")),
 	})
 	if err != nil {
 		return p.Abort(err)

@@ -223,7 +223,7 @@ func handleRedrive(redrive func(context.Context, *store.RedriveParams) (*store.R
 			}
 		}
 		done, err := redrive(r.Context(), &store.RedriveParams{
-			ClientID: req.ClientID, Keys: req.Keys, Outcome: response.Code(req.Outcome), Since: since, Via: store.RedriveByAdminAPI,
+			ClientID: req.ClientID, Keys: req.Keys, Outcome: response.Code(req.Outcome), Since: since,
 		})
 		if errors.Is(err, operator.ErrBadRedrive) {
 			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
