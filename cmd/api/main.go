@@ -20,6 +20,7 @@ import (
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/admin"
+	"github.com/leadintake/leadintake/internal/console"
 	"github.com/leadintake/leadintake/internal/service"
 	"github.com/leadintake/leadintake/internal/tracing"
 	"github.com/leadintake/leadintake/jobs"
@@ -35,7 +36,7 @@ func main() { service.Main("api", run) }
 type config struct {
 	service.Common
 	APIAddr   string `envconfig:"API_ADDR" default:":8080" desc:"public listener"`
-	AdminAddr string `envconfig:"ADMIN_ADDR" default:"127.0.0.1:8081" desc:"operators' listener: /metrics, and River UI under /riverui/ (served only with ADMIN_USER and ADMIN_PASSWORD)"`
+	AdminAddr string `envconfig:"ADMIN_ADDR" default:"127.0.0.1:8081" desc:"operators' listener: /metrics, and River UI under /riverui/ and the console under /console/ (served only with ADMIN_USER and ADMIN_PASSWORD)"`
 	// APIClients is parsed after the rest: a parse error must not quote
 	// it (a hash list, or a token pasted by mistake).
 	APIClients      string        `envconfig:"API_CLIENTS" desc:"comma-separated client_id=sha256hex(token) entries; required unless CLIENTS_FILE is set"`
@@ -146,7 +147,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("config: TRUSTED_PROXIES: %w", err)
 	}
-	source := callers.Source{APIClients: cfg.APIClients, Path: cfg.ClientsFile}
+	source := callers.Source{APIClients: cfg.APIClients, Path: cfg.ClientsFile, Check: func(set *callers.Set) error {
+		// The audit names ADMIN_USER and the clients file's operators
+		// alike: two people must not share a name.
+		if _, ok := set.Operator(cfg.AdminUser); ok && cfg.AdminUser != "" {
+			return errors.New("CLIENTS_FILE: an operator has the name of ADMIN_USER; give one of them another")
+		}
+		return nil
+	}}
 	clients, err := source.Load()
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -238,6 +246,12 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 		HashKey:         hashKey,
 		KeyRetention:    cfg.KeyRetention,
 	})
+	consoleHandler, err := console.NewHandler(&console.Opts{
+		Operator: ops, Logger: p.Logger.With(slog.String("component", "console")),
+	})
+	if err != nil {
+		return p.Abort(err)
+	}
 	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{
 		Gatherer:    p.Registry,
 		User:        cfg.AdminUser,
@@ -249,7 +263,9 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 		Redrive: func(ctx context.Context, p *store.RedriveParams) (*store.Redriven, error) {
 			return ops.Redrive(ctx, operator.AdminAPI, p)
 		},
-		Logger: p.Logger.With(slog.String("component", "admin")),
+		Console:      consoleHandler,
+		ConsoleLogin: console.NewLogins(clients, nil).Check,
+		Logger:       p.Logger.With(slog.String("component", "admin")),
 	})
 	if err != nil {
 		return p.Abort(err)
@@ -274,7 +290,7 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 		return p.Abort(err)
 	}
 	p.Logger.Info("api listening", slog.String("addr", apiAddr.String()), slog.String("admin_addr", adminAddr.String()),
-		slog.Bool("riverui", cfg.AdminUser != ""))
+		slog.Bool("riverui", cfg.AdminUser != ""), slog.Bool("console", cfg.AdminUser != ""))
 	err = p.Wait()
 	p.Logger.Info("api stopped")
 	return err

@@ -1,7 +1,8 @@
 // Package admin is the operators' listener: Prometheus metrics on /metrics,
-// River UI under /riverui/ and erasures on request (POST /admin/erasures)
-// behind HTTP basic auth, with cross-site browser writes refused and wrong
-// credentials slowed down per address.
+// River UI under /riverui/, the operator console under /console/ (package
+// console) and erasures and redrives on request (POST /admin/erasures,
+// /admin/redrives) behind HTTP basic auth, with cross-site browser writes
+// refused and wrong credentials slowed down per address.
 package admin
 
 import (
@@ -72,7 +73,13 @@ type Opts struct {
 	// /admin/redrives: it re-opens failed keys as a retry of each would
 	// (operator.Redrive).
 	Redrive func(ctx context.Context, p *store.RedriveParams) (*store.Redriven, error)
-	Logger  *slog.Logger
+	// Console, when set (and User and Password too), is served under
+	// /console/, behind basic auth that takes User and Password (role
+	// operator) and every login ConsoleLogin takes, and that hands the
+	// login on in the request's context (operator.ActorFrom).
+	Console      http.Handler
+	ConsoleLogin func(user, password string) (operator.Role, bool)
+	Logger       *slog.Logger
 	// Now is the clock of the limit on wrong credentials; nil for
 	// time.Now.
 	Now func() time.Time
@@ -95,8 +102,10 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 	}
 	mux := http.NewServeMux()
 	auth := func(h http.Handler) http.Handler { return h }
+	// One budget of wrong credentials per address, whatever they were
+	// tried on.
+	guesses := newGuessLimiter(o.Now)
 	if o.User != "" && o.Password != "" {
-		guesses := newGuessLimiter(o.Now)
 		auth = func(h http.Handler) http.Handler { return basicAuth(o.User, o.Password, guesses, h) }
 	}
 	mux.Handle("GET /metrics", auth(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
@@ -140,6 +149,10 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 	}
 	if o.Redrive != nil && o.User != "" && o.Password != "" {
 		mux.Handle("POST /admin/redrives", auth(handleRedrive(o.Redrive, logger)))
+	}
+	if o.Console != nil && o.User != "" && o.Password != "" {
+		mux.Handle("/console/", loginAuth(o.User, o.Password, o.ConsoleLogin, guesses, o.Console))
+		mux.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 	}
 	// A browser holding the operator's basic auth must not be steered into
 	// River UI's write API (cancel, retry, delete) by another site: unsafe
@@ -261,6 +274,13 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 // right ones included, so that it learns nothing until it may guess again.
 // Other addresses are not affected.
 func basicAuth(user, password string, guesses *guessLimiter, next http.Handler) http.Handler {
+	return loginAuth(user, password, nil, guesses, next)
+}
+
+// loginAuth is basicAuth that also takes each login that logins takes (nil
+// for none), and hands the login on to next in the request's context
+// (operator.ActorFrom): user, as an operator, or the login with its role.
+func loginAuth(user, password string, logins func(string, string) (operator.Role, bool), guesses *guessLimiter, next http.Handler) http.Handler {
 	wantUser, wantPassword := sha256.Sum256([]byte(user)), sha256.Sum256([]byte(password))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
@@ -279,12 +299,16 @@ func basicAuth(user, password string, guesses *guessLimiter, next http.Handler) 
 		gotUser, gotPassword := sha256.Sum256([]byte(u)), sha256.Sum256([]byte(p))
 		userOK := subtle.ConstantTimeCompare(gotUser[:], wantUser[:])
 		passwordOK := subtle.ConstantTimeCompare(gotPassword[:], wantPassword[:])
-		if userOK&passwordOK != 1 {
+		role, ok := operator.RoleOperator, userOK&passwordOK == 1
+		if !ok && logins != nil {
+			role, ok = logins(u, p)
+		}
+		if !ok {
 			challenge(w)
 			return
 		}
 		guess.refund()
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(operator.WithActor(r.Context(), operator.ConsoleLogin(u, role))))
 	})
 }
 
