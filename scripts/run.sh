@@ -27,6 +27,10 @@ export GOTOOLCHAIN="${GOTOOLCHAIN:-go1.27.3}"
 : "${DEMO_WEBHOOK_SECRET:=whsec_ZGVtby13ZWJob29rLXNlY3JldC1jaGFuZ2UtbWU=}"
 : "${ADMIN_USER:=admin}"
 : "${ADMIN_PASSWORD:=admin}"
+# The console's demo logins (the clients file's operators): one that acts,
+# one that only looks. Demo values: set your own.
+: "${DEMO_OPERATOR_PASSWORD:=demo-operator-password}"
+: "${DEMO_VIEWER_PASSWORD:=demo-viewer-password}"
 # Keys every hash of personal data; a demo value: set your own.
 : "${PII_HASH_KEY:=demo-pii-hash-key-change-me-0123456789}"
 export DATABASE_URL ADMIN_USER ADMIN_PASSWORD PII_HASH_KEY
@@ -47,8 +51,17 @@ mkdir -p .run
 # site's pages (both spellings of its origin), its callback (the fake's
 # receiver, which checks the signatures) and its inbound webhook secret.
 hash=$(printf %s "$DEMO_TOKEN" | sha256sum | cut -d' ' -f1)
+operator_hash=$(printf '%s\n' "$DEMO_OPERATOR_PASSWORD" | bin/api hash-password --cost 10)
+viewer_hash=$(printf '%s\n' "$DEMO_VIEWER_PASSWORD" | bin/api hash-password --cost 10)
 demo_port="${DEMO_ADDR##*:}"
 cat > .run/clients.yaml.tmp <<YAML
+operators:                         # the console's logins, besides ADMIN_USER
+  - name: demo
+    password_bcrypt: '$operator_hash'
+    role: operator
+  - name: guest
+    password_bcrypt: '$viewer_hash'
+    role: viewer
 clients:
   - id: demo
     tokens_sha256: [$hash]
@@ -118,6 +131,7 @@ leadintake is running (logs in .run/: api.log, worker.log, fake.log, demosite.lo
   export DATABASE_URL='$DATABASE_URL' PII_HASH_KEY='$PII_HASH_KEY' CLIENTS_FILE=.run/clients.yaml
   bin/api spam list
   bin/api spam release --client demo KEY
+  # or in the console (below): Quarantine, tick it, Release
 
   # submit a lead (run it twice: the second answer is replayed)
   curl -i http://$API_ADDR/v1/leads \\
@@ -138,6 +152,8 @@ leadintake is running (logs in .run/: api.log, worker.log, fake.log, demosite.lo
   # the API's description
   curl -s http://$API_ADDR/openapi.json
 
+  console:   http://$API_ADMIN_ADDR/console/   (user demo, password $DEMO_OPERATOR_PASSWORD: an operator;
+             user guest, password $DEMO_VIEWER_PASSWORD: a viewer; or $ADMIN_USER)
   River UI:  http://$API_ADMIN_ADDR/riverui/   (user $ADMIN_USER, password $ADMIN_PASSWORD)
   metrics:   curl -u $ADMIN_USER:$ADMIN_PASSWORD http://$API_ADMIN_ADDR/metrics   (worker: http://$WORKER_ADMIN_ADDR/metrics)
   fake CRM:  curl -s http://$FAKE_ADDR/_fake/state

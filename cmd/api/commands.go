@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/internal/service"
@@ -593,4 +595,42 @@ func keyList(keys []store.KeyName, n int) string {
 		out += fmt.Sprintf(" (+%d)", len(keys)-n)
 	}
 	return out
+}
+
+const hashPasswordUsage = "api hash-password [--cost N] < PASSWORD"
+
+// runHashPassword is `api hash-password`: it reads a password, the first
+// line of stdin, and prints its bcrypt hash, for an operator's
+// password_bcrypt in the clients file. The password is read from stdin so
+// that it stays out of the process list and the shell's history.
+func runHashPassword(args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := flag.NewFlagSet("hash-password", flag.ContinueOnError)
+	cost := fs.Int("cost", 12, fmt.Sprintf("bcrypt's cost, %d to %d", callers.MinBcryptCost, bcrypt.MaxCost))
+	_, err := parseArgs(fs, args, 0, hashPasswordUsage, stdout)
+	switch {
+	case errors.Is(err, errHelped):
+		return nil
+	case err != nil:
+		return err
+	case *cost < callers.MinBcryptCost || *cost > bcrypt.MaxCost:
+		return &service.UsageError{Msg: fmt.Sprintf("--cost must be %d to %d", callers.MinBcryptCost, bcrypt.MaxCost), Usage: hashPasswordUsage}
+	}
+	line, err := bufio.NewReader(io.LimitReader(stdin, 1024)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read the password: %w", err)
+	}
+	password := strings.TrimRight(line, "\r\n")
+	switch {
+	case password == "":
+		return &service.UsageError{Msg: "no password on stdin", Usage: hashPasswordUsage}
+	case len(password) > 72:
+		// bcrypt reads 72 bytes at most.
+		return &service.UsageError{Msg: "the password is longer than bcrypt's 72 bytes", Usage: hashPasswordUsage}
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), *cost)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, string(hash))
+	return err
 }

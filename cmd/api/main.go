@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -85,7 +86,7 @@ type migrateConfig struct {
 	LogLevel    string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 }
 
-const usageHeader = `Usage: api [migrate | erase | keys | leads | spam | audit]
+const usageHeader = `Usage: api [migrate | erase | keys | leads | spam | audit | hash-password]
 
   api           serve the HTTP API on API_ADDR and the admin listener on ADMIN_ADDR
   api migrate   apply every migration (River's and leadintake's) and exit
@@ -105,6 +106,9 @@ const usageHeader = `Usage: api [migrate | erase | keys | leads | spam | audit]
   api audit list [--since DURATION] [--limit N] [--json]
                 what operators did (releases, redrives, settles, erasures,
                 looks at enquiries), by whom and when
+  api hash-password [--cost N] < PASSWORD
+                the bcrypt hash of a console login's password (the first
+                line of stdin), for the clients file's operators
 
 Environment (of api; the commands read DATABASE_URL, PII_HASH_KEY, the
 retentions, API_CLIENTS and CLIENTS_FILE from it):
@@ -127,6 +131,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runSpam(ctx, args[2:], stdout, stderr)
 		case a == "audit":
 			return runAudit(ctx, args[2:], stdout)
+		case a == "hash-password":
+			return runHashPassword(args[2:], os.Stdin, stdout)
 		default:
 			return &service.UsageError{Msg: fmt.Sprintf("unknown argument %q (try -h)", a)}
 		}
