@@ -256,6 +256,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if u := alice.eval(`location.href`); !strings.HasSuffix(u, "/enquiry") || strings.Contains(u, "?") {
 		t.Errorf("the enquiry's URL: %s", u)
 	}
+	alice.eval(`document.getElementById("enquiry").scrollIntoView(), ""`)
 	alice.screenshot(shots, "enquiry-1280.png")
 
 	// The quarantined enquiry, released from the quarantine with a
@@ -276,6 +277,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		phone.open("/console/keys/e2e/"+hostileKey, "Show the enquiry")
 		phone.click(`form[action$="/enquiry"] button`, "Attribution")
+		phone.eval(`document.getElementById("enquiry").scrollIntoView(), ""`)
 		phone.screenshot(shots, "enquiry-390.png")
 		stop()
 	}
