@@ -646,3 +646,30 @@ func TestLoginsFollowTheFile(t *testing.T) {
 		t.Error("bob logged in after the file dropped him")
 	}
 }
+
+// Without ADMIN_USER and ADMIN_PASSWORD the admin listener serves no
+// console, whatever login is sent.
+func TestNoConsoleWithoutAdminUser(t *testing.T) {
+	t.Parallel()
+	holder, err := shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := console.NewHandler(&console.Opts{Operator: &operator.Operator{Callers: holder}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := admin.NewHandler(t.Context(), &admin.Opts{Gatherer: prometheus.NewRegistry(), Console: ch, ConsoleLogin: sharedLogins().Check})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/console/", "/console/leads", "/console"} {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.SetBasicAuth(alice.user, alice.password)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusNotFound {
+			t.Errorf("GET %s without ADMIN_USER: %d, want 404", path, rec.Code)
+		}
+	}
+}

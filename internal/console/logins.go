@@ -29,8 +29,8 @@ type Logins struct {
 
 // How long, and how many, right pairs are remembered.
 const (
-	loginTTL   = 10 * time.Minute
-	maxGoodLog = 1000
+	loginTTL      = 10 * time.Minute
+	maxRemembered = 1000
 )
 
 // NewLogins returns the Logins of the clients in h; now is the clock (nil
@@ -84,7 +84,7 @@ func (l *Logins) Check(user, password string) (operator.Role, bool) {
 		return "", false
 	}
 	l.mu.Lock()
-	if len(l.good) >= maxGoodLog {
+	if len(l.good) >= maxRemembered {
 		clear(l.good)
 	}
 	l.good[key] = now.Add(loginTTL)
