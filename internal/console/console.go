@@ -178,6 +178,6 @@ func (h *handler) failStore(w http.ResponseWriter, r *http.Request, err error, w
 		h.fail(w, r, http.StatusForbidden, "Your login is a viewer's: it may look, not act or see enquiries. Nothing was done.")
 	default:
 		h.logger.ErrorContext(r.Context(), "console: "+what, slog.String("error", err.Error()))
-		h.fail(w, r, http.StatusServiceUnavailable, "The database did not answer in time: "+what+" did not happen. Try again.")
+		h.fail(w, r, http.StatusServiceUnavailable, "The database did not answer in time ("+what+"): nothing was done. Try again.")
 	}
 }
