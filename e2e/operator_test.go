@@ -325,6 +325,11 @@ func TestKeysCommands(t *testing.T) {
 	if after := s.operation(done); !bytes.Equal(before.body, after.body) {
 		t.Errorf("a refused settle changed the key:\n%s\n%s", before.body, after.body)
 	}
+	// The two settles are in the audit, by the command line; the refused
+	// one is not.
+	if n := s.count(`SELECT count(*) FROM audit WHERE action = 'settle' AND actor = 'cli' AND via = 'cli' AND count = 1`); n != 2 {
+		t.Errorf("%d settles recorded, want 2", n)
+	}
 	if r = s.command("keys", "show", "--client", "e2e", "no-such-key-0001"); r.code != 1 || !strings.Contains(r.stderr, "no such key") {
 		t.Errorf("show of an unknown key: exit %d\nstderr: %s", r.code, r.stderr)
 	}
