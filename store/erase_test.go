@@ -63,7 +63,7 @@ func TestErase(t *testing.T) {
 		callbacks := jobs.callbackCount()
 		// Another spelling of the same address: lower-cased whole.
 		erased, err := s.Erase(t.Context(), &store.EraseParams{
-			ClientID: "a", EmailHMAC: hashKey.Email("ada@EXAMPLE.com"), Via: store.ErasureByCommand, Retention: time.Hour,
+			ClientID: "a", EmailHMAC: hashKey.Email("ada@EXAMPLE.com"), By: cli, Retention: time.Hour,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -113,7 +113,7 @@ func TestErase(t *testing.T) {
 			t.Error("a run saved a step of an erased lead")
 		}
 		records, err := s.Erasures(t.Context(), "a", hashKey.Email("ada@example.com"))
-		if err != nil || len(records) != 1 || records[0].Erased != 2 || records[0].Via != store.ErasureByCommand {
+		if err != nil || len(records) != 1 || records[0].Erased != 2 || records[0].Via != store.ViaCLI || records[0].Actor != "cli" {
 			t.Errorf("erasure records %+v %v", records, err)
 		}
 	})
@@ -127,7 +127,7 @@ func TestErase(t *testing.T) {
 			if client == "b" {
 				email = "ada@example.com" // another client's address is another person's
 			}
-			erased, err := s.Erase(t.Context(), &store.EraseParams{ClientID: client, EmailHMAC: hashKey.Email(email), Via: store.ErasureByAdminAPI})
+			erased, err := s.Erase(t.Context(), &store.EraseParams{ClientID: client, EmailHMAC: hashKey.Email(email), By: adminAPI})
 			if err != nil || erased.Count != 0 {
 				t.Fatalf("erase: %+v %v", erased, err)
 			}
@@ -220,7 +220,7 @@ SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wai
 			results := make(chan result, 2)
 			erase := func() {
 				e, err := s.Erase(t.Context(), &store.EraseParams{
-					ClientID: "a", EmailHMAC: p.EmailHMAC, Via: store.ErasureByCommand, Retention: time.Hour,
+					ClientID: "a", EmailHMAC: p.EmailHMAC, By: cli, Retention: time.Hour,
 				})
 				results <- result{erased: e, err: err}
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -9,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/internal/service"
@@ -192,7 +195,7 @@ func runErase(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer closeOp()
-	n, err := op.Erase(ctx, *clientID, *email, store.ErasureByCommand)
+	n, err := op.Erase(ctx, operator.CLI, *clientID, *email)
 	if errors.Is(err, operator.ErrBadEmail) {
 		return &service.UsageError{Msg: "--email: " + err.Error(), Usage: eraseUsage}
 	}
@@ -247,7 +250,7 @@ func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		defer closeOp()
-		keys, err := op.Store.ListKeys(ctx, store.KeyFilter{
+		keys, err := op.Keys(ctx, store.KeyFilter{
 			ClientID: *clientID, State: lead.KeyState(*state), OlderThan: *olderThan, Limit: *limit,
 		})
 		if err != nil {
@@ -281,7 +284,7 @@ func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer closeOp()
 		if args[0] == "settle" {
-			if err := op.Settle(ctx, *clientID, key, !*notFound, *crmID); err != nil {
+			if err := op.Settle(ctx, operator.CLI, *clientID, key, !*notFound, *crmID); err != nil {
 				return notFoundAsError(err)
 			}
 		}
@@ -423,10 +426,11 @@ func runLeads(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer closeOp()
-	done, err := op.Redrive(ctx, &store.RedriveParams{
-		ClientID: *clientID, Keys: keys, Outcome: response.Code(*outcome), Since: *since, DryRun: *dryRun, Via: store.RedriveByCommand,
+	done, err := op.Redrive(ctx, operator.CLI, &store.RedriveParams{
+		ClientID: *clientID, Keys: keys, Outcome: response.Code(*outcome), Since: *since, DryRun: *dryRun,
 	})
-	if errors.Is(err, operator.ErrBadRedrive) {
+	var tooMany *operator.TooManyKeysError
+	if errors.Is(err, operator.ErrBadRedrive) || errors.As(err, &tooMany) {
 		return &service.UsageError{Msg: err.Error(), Usage: leadsUsage}
 	}
 	if err != nil {
@@ -496,7 +500,7 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		defer closeOp()
-		keys, err := op.Store.Quarantined(ctx, store.QuarantineFilter{ClientID: *clientID, Since: *since, Limit: *limit})
+		keys, err := op.Quarantined(ctx, store.QuarantineFilter{ClientID: *clientID, Since: *since, Limit: *limit})
 		if err != nil {
 			return err
 		}
@@ -519,7 +523,7 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		defer closeOp()
-		q, err := op.Store.QuarantinedEnquiry(ctx, *clientID, rest[0])
+		q, err := op.QuarantinedEnquiry(ctx, operator.CLI, *clientID, rest[0])
 		if errors.Is(err, store.ErrNotFound) {
 			return errors.New("no quarantined key of that client with that key (or it expired)")
 		}
@@ -551,7 +555,11 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		defer closeOp()
-		done, err := op.Store.Release(ctx, *clientID, keys)
+		done, err := op.Release(ctx, operator.CLI, *clientID, keys)
+		var tooMany *operator.TooManyKeysError
+		if errors.As(err, &tooMany) {
+			return &service.UsageError{Msg: err.Error(), Usage: spamUsage}
+		}
 		if err != nil {
 			return err
 		}
@@ -615,3 +623,109 @@ func printable(s string) string {
 // graphic reports whether a terminal shows r as itself: a letter, mark,
 // number, punctuation or symbol (unicode.IsPrint), or the ASCII space.
 func graphic(r rune) bool { return r == ' ' || unicode.IsPrint(r) }
+
+const auditUsage = "api audit list [--since DURATION] [--limit N] [--json]"
+
+// runAudit is `api audit list`: what operators did (releases, redrives,
+// settles, erasures, looks at enquiries), by whom and when, oldest first,
+// within --since; a table for people, --json for scripts.
+func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "list" {
+		return &service.UsageError{Msg: "audit needs list", Usage: auditUsage}
+	}
+	fs := flag.NewFlagSet("audit list", flag.ContinueOnError)
+	since := fs.Duration("since", 0, "actions recorded within this long (default: all)")
+	limit := fs.Int("limit", 1000, "at most this many, the newest")
+	asJSON := fs.Bool("json", false, "print one JSON document")
+	_, err := parseArgs(fs, args[1:], 0, auditUsage, stdout)
+	switch {
+	case errors.Is(err, errHelped):
+		return nil
+	case err != nil:
+		return err
+	case *since < 0:
+		return &service.UsageError{Msg: "--since must not be negative", Usage: auditUsage}
+	case *limit < 1:
+		return &service.UsageError{Msg: "--limit must be at least 1", Usage: auditUsage}
+	}
+	op, closeOp, err := operatorFor(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeOp()
+	entries, err := op.Audit(ctx, store.AuditFilter{Since: *since, Limit: *limit})
+	if err != nil {
+		return err
+	}
+	slices.Reverse(entries)
+	if *asJSON {
+		if entries == nil {
+			entries = []store.AuditEntry{}
+		}
+		return printJSON(stdout, entries)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tWHO\tVIA\tACTION\tCLIENT\tCOUNT\tKEYS")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.At.UTC().Format(time.RFC3339), printable(e.Actor), e.Via, e.Action,
+			printable(cmp.Or(e.ClientID, "-")), e.Count, printable(keyList(e.Keys, 5)))
+	}
+	return tw.Flush()
+}
+
+// keyList names up to n keys, "-" for none, and how many more there are.
+func keyList(keys []store.KeyName, n int) string {
+	if len(keys) == 0 {
+		return "-"
+	}
+	names := make([]string, 0, n)
+	for i, k := range keys {
+		if i == n {
+			break
+		}
+		names = append(names, k.ClientID+"/"+k.Key)
+	}
+	out := strings.Join(names, ",")
+	if len(keys) > n {
+		out += fmt.Sprintf(" (+%d)", len(keys)-n)
+	}
+	return out
+}
+
+const hashPasswordUsage = "api hash-password [--cost N] < PASSWORD"
+
+// runHashPassword is `api hash-password`: it reads a password, the first
+// line of stdin, and prints its bcrypt hash, for an operator's
+// password_bcrypt in the clients file. The password is read from stdin so
+// that it stays out of the process list and the shell's history.
+func runHashPassword(args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := flag.NewFlagSet("hash-password", flag.ContinueOnError)
+	cost := fs.Int("cost", 12, fmt.Sprintf("bcrypt's cost, %d to %d", callers.MinBcryptCost, bcrypt.MaxCost))
+	_, err := parseArgs(fs, args, 0, hashPasswordUsage, stdout)
+	switch {
+	case errors.Is(err, errHelped):
+		return nil
+	case err != nil:
+		return err
+	case *cost < callers.MinBcryptCost || *cost > bcrypt.MaxCost:
+		return &service.UsageError{Msg: fmt.Sprintf("--cost must be %d to %d", callers.MinBcryptCost, bcrypt.MaxCost), Usage: hashPasswordUsage}
+	}
+	line, err := bufio.NewReader(io.LimitReader(stdin, 1024)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read the password: %w", err)
+	}
+	password := strings.TrimRight(line, "\r\n")
+	switch {
+	case password == "":
+		return &service.UsageError{Msg: "no password on stdin", Usage: hashPasswordUsage}
+	case len(password) > 72:
+		// bcrypt reads 72 bytes at most.
+		return &service.UsageError{Msg: "the password is longer than bcrypt's 72 bytes", Usage: hashPasswordUsage}
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), *cost)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, string(hash))
+	return err
+}

@@ -1,11 +1,11 @@
 // Package admin is the operators' listener: Prometheus metrics on /metrics,
-// River UI under /riverui/, erasures (POST /admin/erasures) and redrives
-// (POST /admin/redrives) behind HTTP basic auth (/metrics also behind a
-// scrape credential of its own, which opens nothing else), with cross-site
-// browser writes refused, wrong credentials slowed down per address, and
-// requests for another host than the one it listens on refused (DNS
-// rebinding); and, for the worker, whose only listener it is, the health
-// probes.
+// River UI under /riverui/, the operator console under /console/ (package
+// console), erasures (POST /admin/erasures) and redrives (POST
+// /admin/redrives) behind HTTP basic auth (/metrics also behind a scrape
+// credential of its own, which opens nothing else), with cross-site browser
+// writes refused, wrong credentials slowed down per address, and requests
+// for another host than the one it listens on refused (DNS rebinding); and,
+// for the worker, whose only listener it is, the health probes.
 package admin
 
 import (
@@ -91,7 +91,13 @@ type Opts struct {
 	// /admin/redrives: it re-opens failed keys as a retry of each would
 	// (operator.Redrive).
 	Redrive func(ctx context.Context, p *store.RedriveParams) (*store.Redriven, error)
-	Logger  *slog.Logger
+	// Console, when set (and User and Password too), is served under
+	// /console/, behind basic auth that takes User and Password (role
+	// operator) and every login ConsoleLogin takes, and that hands the
+	// login on in the request's context (operator.ActorFrom).
+	Console      http.Handler
+	ConsoleLogin func(user, password string) (operator.Role, bool)
+	Logger       *slog.Logger
 	// Now is the clock of the limit on wrong credentials; nil for
 	// time.Now.
 	Now func() time.Time
@@ -133,7 +139,7 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 		if len(creds) == 0 {
 			return func(h http.Handler) http.Handler { return h }
 		}
-		return func(h http.Handler) http.Handler { return basicAuth(creds, guesses, h) }
+		return func(h http.Handler) http.Handler { return loginAuth(creds, nil, guesses, h) }
 	}
 	auth, metricsAuth := guard(admins), guard(append(slices.Clone(admins), scrapers...))
 	mux.Handle("GET /metrics", metricsAuth(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
@@ -180,6 +186,10 @@ func NewHandler(ctx context.Context, o *Opts) (http.Handler, error) {
 	}
 	if o.Redrive != nil && o.User != "" && o.Password != "" {
 		mux.Handle("POST /admin/redrives", auth(handleRedrive(o.Redrive, logger)))
+	}
+	if o.Console != nil && o.User != "" && o.Password != "" {
+		mux.Handle("/console/", loginAuth(admins, o.ConsoleLogin, guesses, o.Console))
+		mux.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 	}
 	// A browser holding the operator's basic auth must not be steered into
 	// River UI's write API (cancel, retry, delete) by another site: unsafe
@@ -348,7 +358,7 @@ func handleRedrive(redrive func(context.Context, *store.RedriveParams) (*store.R
 		ctx, cancel := context.WithTimeout(r.Context(), redriveTimeout)
 		defer cancel()
 		done, err := redrive(ctx, &store.RedriveParams{
-			ClientID: req.ClientID, Keys: req.Keys, Outcome: response.Code(req.Outcome), Since: since, Via: store.RedriveByAdminAPI,
+			ClientID: req.ClientID, Keys: req.Keys, Outcome: response.Code(req.Outcome), Since: since,
 		})
 		if errors.Is(err, operator.ErrBadRedrive) {
 			writeError(w, http.StatusBadRequest, "bad_request", err.Error())
@@ -386,14 +396,16 @@ func newCredential(user, password string) credential {
 	return credential{sha256.Sum256([]byte(user)), sha256.Sum256([]byte(password))}
 }
 
-// basicAuth takes a request whose basic auth is one of creds. It compares
+// loginAuth takes a request whose basic auth is one of creds (role
+// operator) or a login that logins takes (nil for none), and hands the login
+// on to next in the request's context (operator.ActorFrom). It compares
 // hashes of the credentials in constant time, with every pair of creds, so
 // that neither their content, their length nor which pair matched shows in
 // the time taken. Each wrong pair spends one of its address's guesses
 // (guessLimiter); an address with none left is answered 429 before its
 // credentials are looked at, the right ones included, so that it learns
 // nothing until it may guess again. Other addresses are not affected.
-func basicAuth(creds []credential, guesses *guessLimiter, next http.Handler) http.Handler {
+func loginAuth(creds []credential, logins func(user, password string) (operator.Role, bool), guesses *guessLimiter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
 		if !ok {
@@ -413,12 +425,16 @@ func basicAuth(creds []credential, guesses *guessLimiter, next http.Handler) htt
 		for _, want := range creds {
 			match |= subtle.ConstantTimeCompare(got.user[:], want.user[:]) & subtle.ConstantTimeCompare(got.password[:], want.password[:])
 		}
-		if match != 1 {
+		role, ok := operator.RoleOperator, match == 1
+		if !ok && logins != nil {
+			role, ok = logins(u, p)
+		}
+		if !ok {
 			challenge(w)
 			return
 		}
 		guess.refund()
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(operator.WithActor(r.Context(), operator.ConsoleLogin(u, role))))
 	})
 }
 
