@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/internal/tracing"
 	"github.com/leadintake/leadintake/webhook"
 )
@@ -58,10 +59,10 @@ func NewCallbacks(timeout time.Duration, metrics *Metrics) *Callbacks {
 // Content-Type: application/json and the Standard Webhooks headers
 // (webhook-id id, a fresh webhook-timestamp, webhook-signature by secret).
 // The URL's user-info is sent as basic auth. Any 2xx is delivery. A
-// failure is an *Error: transient (5xx, 408, 429, a time-out, a broken
-// connection; with the Retry-After asked for) or not (any other answer, a
-// redirect included: the receiver did not take the delivery, and will not
-// by being asked again). No error names more of the URL than its scheme
+// failure is a *destination.Error (Op callback): Transient (5xx, 408,
+// 429, a time-out, a broken connection; with the Retry-After asked for)
+// or Rejected (any other answer, a redirect included: the receiver did not
+// take the delivery, and will not by being asked again). No error names more of the URL than its scheme
 // and host: its path (Zapier, n8n, Slack and Teams put their secret there),
 // user-info and query are the receiver's secrets, and errors end in logs
 // and in River's job rows (River UI shows them).
@@ -71,7 +72,7 @@ func (c *Callbacks) Deliver(ctx context.Context, rawURL string, secret webhook.S
 	defer func() {
 		if err != nil {
 			result = "permanent"
-			if e, ok := AsError(err); ok && e.Transient {
+			if destination.Classify(err) == destination.Transient {
 				result = "transient"
 			}
 		}
@@ -80,13 +81,13 @@ func (c *Callbacks) Deliver(ctx context.Context, rawURL string, secret webhook.S
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url.Parse quotes the URL in its error.
-		return &Error{Target: TargetCallback, Err: errors.New("the callback URL does not parse")}
+		return destination.Errorf(TargetCallback, destination.Rejected, "the callback URL does not parse")
 	}
 	user := u.User
 	u.User = nil
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
-		return &Error{Target: TargetCallback, Err: errors.New("no request can be made of the callback URL")}
+		return destination.Errorf(TargetCallback, destination.Rejected, "no request can be made of the callback URL")
 	}
 	if user != nil {
 		pass, _ := user.Password()
@@ -96,7 +97,7 @@ func (c *Callbacks) Deliver(ctx context.Context, rawURL string, secret webhook.S
 	webhook.SetHeaders(req.Header, secret, id, c.now(), body)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return transportError(TargetCallback, redactURLError(err))
+		return destination.TransportError(TargetCallback, redactURLError(err))
 	}
 	defer func() {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes))
@@ -106,9 +107,15 @@ func (c *Callbacks) Deliver(ctx context.Context, rawURL string, secret webhook.S
 		return nil
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		return &Error{Target: TargetCallback, StatusCode: resp.StatusCode}
+		return &destination.Error{Op: TargetCallback, Status: resp.StatusCode, Class: destination.Rejected}
 	}
-	return statusError(TargetCallback, resp, c.now())
+	e := destination.StatusError(TargetCallback, resp.StatusCode, resp.Header, c.now())
+	if e.Class != destination.Transient {
+		// A conflict or refused credentials is the receiver's verdict on
+		// this delivery, like any other 4xx.
+		e.Class = destination.Rejected
+	}
+	return e
 }
 
 // redactURLError returns err with the URL that net/http's *url.Error

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/webhook"
 )
@@ -31,8 +32,8 @@ func TestCallbackDelivery(t *testing.T) {
 			}))
 			err := cb.Deliver(t.Context(), srv.URL+"/hook", secret, "msg_1", []byte(`{}`))
 			srv.Close()
-			e, ok := downstream.AsError(err)
-			if !ok || e.Transient || e.StatusCode != status {
+			e, ok := destination.AsError(err)
+			if !ok || e.Class != destination.Rejected || e.Status != status {
 				t.Errorf("%d: %v, want a permanent failure with the status", status, err)
 			}
 		}

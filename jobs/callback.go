@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/store"
 )
@@ -166,7 +166,7 @@ func (w *DeliverCallbackWorker) Work(ctx context.Context, job *river.Job[Deliver
 		return err // the worker is stopping: River makes the job available again
 	}
 	if retryable(err) && age < w.cfg.CallbackMaxAge {
-		if de, ok := downstream.AsError(err); ok && de.RetryAfter > 0 {
+		if de, ok := destination.AsError(err); ok && de.RetryAfter > 0 {
 			w.retryAt.set(job.ID, time.Now().Add(de.RetryAfter))
 		}
 		dctx, cancel := dbContext(ctx)
@@ -231,20 +231,9 @@ func (e *hiddenURLError) Error() string { return e.msg }
 func (e *hiddenURLError) Unwrap() error { return e.err }
 
 // retryable reports whether a delivery's failure is worth another attempt:
-// a 5xx, 408, 429, a time-out or a broken connection.
-func retryable(err error) bool {
-	de, ok := downstream.AsError(err)
-	if !ok {
-		return true
-	}
-	switch code := de.StatusCode; {
-	case code == 0:
-		return de.Transient
-	case code >= 500, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
-		return true
-	}
-	return false
-}
+// a 5xx, 408, 429, a time-out or a broken connection (or a failure of our
+// own, such as a cancelled context).
+func retryable(err error) bool { return destination.Classify(err) == destination.Transient }
 
 // snoozesOf reads the count of snoozes River keeps in a job's metadata.
 func snoozesOf(metadata []byte) int64 {
