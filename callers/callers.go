@@ -15,7 +15,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -107,6 +109,8 @@ type Set struct {
 	origins map[string]bool
 	// destinations are the clients file's.
 	destinations []*destination.Config
+	// operators are the clients file's console logins.
+	operators []Operator
 }
 
 type tokenEntry struct {
@@ -156,8 +160,9 @@ func NewSet(clients []*Client) (*Set, error) {
 // error.
 func Merge(a, b *Set) (*Set, error) {
 	var (
-		all   []*Client
-		dests []*destination.Config
+		all       []*Client
+		dests     []*destination.Config
+		operators []Operator
 	)
 	for _, s := range []*Set{a, b} {
 		if s == nil {
@@ -167,12 +172,13 @@ func Merge(a, b *Set) (*Set, error) {
 			all = append(all, c)
 		}
 		dests = append(dests, s.destinations...)
+		operators = append(operators, s.operators...)
 	}
 	merged, err := NewSet(all)
 	if err != nil {
 		return nil, err
 	}
-	merged.destinations = dests
+	merged.destinations, merged.operators = dests, operators
 	return merged, nil
 }
 
@@ -372,4 +378,9 @@ func (src Source) Reload(h *Holder) error {
 	}
 	h.Replace(set)
 	return nil
+}
+
+// IDs returns the ids of the clients, sorted.
+func (s *Set) IDs() []string {
+	return slices.Sorted(maps.Keys(s.byID))
 }

@@ -17,7 +17,7 @@ import (
 
 // The members a clients file knows, per level.
 var (
-	topMembers         = map[string]bool{"clients": true, "destinations": true}
+	topMembers         = map[string]bool{"clients": true, "destinations": true, "operators": true}
 	clientMembers      = map[string]bool{"id": true, "tokens_sha256": true, "publishable_keys": true, "callback": true, "webhook_secret": true, "crm": true, "notify": true, "owners": true, "assign": true}
 	publishableMembers = map[string]bool{"key": true, "origins": true, "spam": true}
 	callbackMembers    = map[string]bool{"url": true, "secret": true}
@@ -72,6 +72,8 @@ func ReadableByOthers(path string) (fs.FileMode, bool) {
 //	      url: https://hooks.acme.example/leadintake
 //	      secret: whsec_<base64>
 //	    webhook_secret: whsec_<base64>
+//	destinations: [...]              # see parseDestinations
+//	operators: [...]                 # console logins, see parseOperators
 func ParseFile(raw []byte) (*Set, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
@@ -89,6 +91,13 @@ func ParseFile(raw []byte) (*Set, error) {
 	if n := member(top, "destinations"); n != nil {
 		var err error
 		if dests, err = parseDestinations(n); err != nil {
+			return nil, err
+		}
+	}
+	var operators []Operator
+	if n := member(top, "operators"); n != nil {
+		var err error
+		if operators, err = parseOperators(n); err != nil {
 			return nil, err
 		}
 	}
@@ -111,7 +120,7 @@ func ParseFile(raw []byte) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	set.destinations = dests
+	set.destinations, set.operators = dests, operators
 	return set, nil
 }
 

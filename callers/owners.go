@@ -155,7 +155,7 @@ func parseCondition(k, v *yaml.Node) (Condition, error) {
 	case strings.HasPrefix(key, "fields.") && lead.IsFieldName(strings.TrimPrefix(key, "fields.")):
 	case strings.HasPrefix(key, "utm.") && len(key) > len("utm.") && len(key) <= 68:
 	default:
-		return c, fmt.Errorf("when: unknown key at line %d (want one of %s)", k.Line, strings.Join(whenKeys, ", "))
+		return c, fmt.Errorf("when: unknown key %q at line %d (want one of %s)", key, k.Line, strings.Join(whenKeys, ", "))
 	}
 	values, ok := scalars(v)
 	if !ok {

@@ -25,10 +25,11 @@ const MaxAnswer = 1 << 20
 
 // NewHTTPClient returns the HTTP client of one destination: its own
 // kept-alive connections, timeout per call (DefaultTimeout when zero), a
-// span of the lead's trace per call carrying its traceparent (named after
-// the destination's kind, never its URL), and no redirect followed (a
-// redirect is an answer of its own, classified like any other).
-func NewHTTPClient(kind string, timeout time.Duration) *http.Client {
+// span of the lead's trace per call carrying its traceparent (named
+// "METHOD name", name being the destination's kind, never its URL: "PUT
+// hubspot", "POST slack"), and no redirect followed (a redirect is an answer of its own,
+// classified like any other).
+func NewHTTPClient(name string, timeout time.Duration) *http.Client {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -43,7 +44,7 @@ func NewHTTPClient(kind string, timeout time.Duration) *http.Client {
 			IdleConnTimeout:       90 * time.Second,
 			TLSHandshakeTimeout:   min(timeout, 5*time.Second),
 			ExpectContinueTimeout: time.Second,
-		}, kind),
+		}, name),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }

@@ -53,6 +53,12 @@ var pages = sync.OnceValues(func() ([]*page, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The pages of each destination kind, and any other folder of pages.
+	deeper, err := filepath.Glob(filepath.Join(root, "docs", "*", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	docs = append(docs, deeper...)
 	for _, d := range docs {
 		rel, _ := filepath.Rel(root, d)
 		paths = append(paths, filepath.ToSlash(rel))

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/internal/tracing"
 	"github.com/leadintake/leadintake/webhook"
 )
@@ -58,19 +59,20 @@ func NewCallbacks(timeout time.Duration, metrics *Metrics) *Callbacks {
 // Content-Type: application/json and the Standard Webhooks headers
 // (webhook-id id, a fresh webhook-timestamp, webhook-signature by secret).
 // The URL's user-info is sent as basic auth. Any 2xx is delivery. A
-// failure is an *Error: transient (5xx, 408, 429, a time-out, a broken
-// connection; with the Retry-After asked for) or not (any other answer, a
-// redirect included: the receiver did not take the delivery, and will not
-// by being asked again). No error names the URL's user-info or query
-// string: they are the receiver's secrets, and errors end in logs and in
-// River's job rows.
+// failure is a *destination.Error (Op callback): Transient (5xx, 408,
+// 429, a time-out, a broken connection; with the Retry-After asked for)
+// or Rejected (any other answer, a redirect included: the receiver did not
+// take the delivery, and will not by being asked again). No error names more of the URL than its scheme
+// and host: its path (Zapier, n8n, Slack and Teams put their secret there),
+// user-info and query are the receiver's secrets, and errors end in logs
+// and in River's job rows (River UI shows them).
 func (c *Callbacks) Deliver(ctx context.Context, rawURL string, secret webhook.Secret, id string, body []byte) (err error) {
 	start := c.now()
 	result := "success"
 	defer func() {
 		if err != nil {
 			result = "permanent"
-			if e, ok := AsError(err); ok && e.Transient {
+			if destination.Classify(err) == destination.Transient {
 				result = "transient"
 			}
 		}
@@ -79,13 +81,13 @@ func (c *Callbacks) Deliver(ctx context.Context, rawURL string, secret webhook.S
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		// url.Parse quotes the URL in its error.
-		return &Error{Target: TargetCallback, Err: errors.New("the callback URL does not parse")}
+		return destination.Errorf(TargetCallback, destination.Rejected, "the callback URL does not parse")
 	}
 	user := u.User
 	u.User = nil
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
-		return &Error{Target: TargetCallback, Err: errors.New("no request can be made of the callback URL")}
+		return destination.Errorf(TargetCallback, destination.Rejected, "no request can be made of the callback URL")
 	}
 	if user != nil {
 		pass, _ := user.Password()
@@ -95,7 +97,7 @@ func (c *Callbacks) Deliver(ctx context.Context, rawURL string, secret webhook.S
 	webhook.SetHeaders(req.Header, secret, id, c.now(), body)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return transportError(TargetCallback, redactURLError(err))
+		return destination.TransportError(TargetCallback, redactURLError(err))
 	}
 	defer func() {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes))
@@ -105,24 +107,37 @@ func (c *Callbacks) Deliver(ctx context.Context, rawURL string, secret webhook.S
 		return nil
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		return &Error{Target: TargetCallback, StatusCode: resp.StatusCode}
+		return &destination.Error{Op: TargetCallback, Status: resp.StatusCode, Class: destination.Rejected}
 	}
-	return statusError(TargetCallback, resp, c.now())
+	e := destination.StatusError(TargetCallback, resp.StatusCode, resp.Header, c.now())
+	if e.Class != destination.Transient {
+		// A conflict or refused credentials is the receiver's verdict on
+		// this delivery, like any other 4xx.
+		e.Class = destination.Rejected
+	}
+	return e
 }
 
 // redactURLError returns err with the URL that net/http's *url.Error
-// quotes cut to its scheme, host and path: the query string (and any
-// user-info) stays out of the message.
+// quotes cut to its scheme and host (Origin): its path, query and
+// user-info stay out of the message.
 func redactURLError(err error) error {
 	var ue *url.Error
 	if !errors.As(err, &ue) {
 		return err
 	}
-	shown := "the callback URL"
-	if u, perr := url.Parse(ue.URL); perr == nil {
-		shown = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	return &url.Error{Op: ue.Op, URL: Origin(ue.URL), Err: ue.Err}
+}
+
+// Origin is what errors and logs may show of a callback's URL: its scheme
+// and host ("the callback URL" when it does not parse). A callback's path,
+// query and user-info often hold the receiver's secret.
+func Origin(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "the callback URL"
 	}
-	return &url.Error{Op: ue.Op, URL: shown, Err: ue.Err}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
 }
 
 // maxResponseBytes bounds what is read of an answer.

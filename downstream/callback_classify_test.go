@@ -10,13 +10,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/webhook"
 )
 
 // deliver makes one delivery to a server answering with h, and returns its
-// error as a *downstream.Error (nil for a delivery).
-func deliver(t *testing.T, cb *downstream.Callbacks, h http.Handler) *downstream.Error {
+// error as a *destination.Error (nil for a delivery).
+func deliver(t *testing.T, cb *downstream.Callbacks, h http.Handler) *destination.Error {
 	t.Helper()
 	secret, err := webhook.ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	if err != nil {
@@ -28,19 +29,20 @@ func deliver(t *testing.T, cb *downstream.Callbacks, h http.Handler) *downstream
 	if err == nil {
 		return nil
 	}
-	e, ok := downstream.AsError(err)
+	e, ok := destination.AsError(err)
 	if !ok {
-		t.Fatalf("error %v (%T), want a *downstream.Error", err, err)
+		t.Fatalf("error %v (%T), want a *destination.Error", err, err)
 	}
-	if e.Target != downstream.TargetCallback {
-		t.Errorf("error %q: target %q, want callback", e, e.Target)
+	if e.Op != downstream.TargetCallback {
+		t.Errorf("error %q: op %q, want callback", e, e.Op)
 	}
 	return e
 }
 
 // The callbacks classify the receiver's answers by their status: a 5xx,
-// 408 and 429 are worth another attempt (a 5xx may have been applied), 409
-// too; any other 4xx, and a redirect, is the receiver's verdict.
+// 408 and 429 are worth another attempt (a 5xx may have been applied); any
+// other 4xx (409, 401 and 403 too), and a redirect, is the receiver's
+// verdict.
 func TestCallbackClassifiesStatuses(t *testing.T) {
 	t.Parallel()
 
@@ -54,7 +56,7 @@ func TestCallbackClassifiesStatuses(t *testing.T) {
 		{http.StatusForbidden, false, false},
 		{http.StatusNotFound, false, false},
 		{http.StatusRequestTimeout, true, false},
-		{http.StatusConflict, true, true},
+		{http.StatusConflict, false, true},
 		{http.StatusGone, false, false},
 		{http.StatusUnprocessableEntity, false, false},
 		{http.StatusTooManyRequests, true, false},
@@ -67,11 +69,12 @@ func TestCallbackClassifiesStatuses(t *testing.T) {
 		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
 			t.Parallel()
 			e := deliver(t, cb, answer(tt.status, `{"error":"no"}`))
-			if e == nil || e.StatusCode != tt.status || e.Transient != tt.transient || e.Uncertain != tt.uncertain {
-				t.Fatalf("error %+v, want status %d, transient %t, uncertain %t", e, tt.status, tt.transient, tt.uncertain)
+			want := destination.Rejected
+			if tt.transient {
+				want = destination.Transient
 			}
-			if downstream.IsTransient(e) != tt.transient {
-				t.Errorf("IsTransient = %t, want %t", !tt.transient, tt.transient)
+			if e == nil || e.Status != tt.status || e.Class != want || e.Uncertain != tt.uncertain {
+				t.Fatalf("error %+v, want status %d, %s, uncertain %t", e, tt.status, want, tt.uncertain)
 			}
 		})
 	}
@@ -146,7 +149,7 @@ func TestCallbackTransportFailures(t *testing.T) {
 		// Nothing listens there any more.
 		srv.Close()
 		err := downstream.NewCallbacks(patience, nil).Deliver(t.Context(), srv.URL+"/hook", secret, "msg_1", []byte(`{}`))
-		if e, ok := downstream.AsError(err); !ok || !e.Transient || e.Uncertain || e.StatusCode != 0 {
+		if e, ok := destination.AsError(err); !ok || e.Class != destination.Transient || e.Uncertain || e.Status != 0 {
 			t.Errorf("error %v, want transient and certain, without a status", err)
 		}
 	})
@@ -157,7 +160,7 @@ func TestCallbackTransportFailures(t *testing.T) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			dropConnection(w)
 		}))
-		if e == nil || !e.Transient || !e.Uncertain {
+		if e == nil || e.Class != destination.Transient || !e.Uncertain {
 			t.Errorf("error %+v, want transient and uncertain", e)
 		}
 	})
@@ -169,7 +172,7 @@ func TestCallbackTransportFailures(t *testing.T) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			<-r.Context().Done()
 		}))
-		if e == nil || !e.Transient || !e.Uncertain {
+		if e == nil || e.Class != destination.Transient || !e.Uncertain {
 			t.Errorf("error %+v, want transient and uncertain", e)
 		}
 		if elapsed := time.Since(start); elapsed > patience/2 {

@@ -2,7 +2,6 @@ package downstream_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -457,32 +456,3 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// Error (the callbacks' failures) names the target and the status.
-func TestErrorMessage(t *testing.T) {
-	t.Parallel()
-
-	tests := []struct {
-		err  *downstream.Error
-		want string
-	}{
-		{&downstream.Error{Target: downstream.TargetCallback, StatusCode: 503}, "callback: HTTP 503"},
-		{&downstream.Error{Target: downstream.TargetCallback, Err: errors.New("connection reset")}, "callback: connection reset"},
-		{&downstream.Error{Target: downstream.TargetCallback, StatusCode: 200, Err: errors.New("unreadable answer")}, "callback: HTTP 200: unreadable answer"},
-	}
-	for _, tt := range tests {
-		if got := tt.err.Error(); got != tt.want {
-			t.Errorf("Error() = %q, want %q", got, tt.want)
-		}
-	}
-	wrapped := fmt.Errorf("deliver: %w", tests[1].err)
-	if de, ok := downstream.AsError(wrapped); !ok || de != tests[1].err {
-		t.Error("AsError does not see through wrapping")
-	}
-	if !downstream.IsTransient(context.Canceled) || downstream.IsTransient(nil) {
-		t.Error("IsTransient: a foreign error is transient, nil is not")
-	}
-	if downstream.IsTransient(&downstream.Error{Target: downstream.TargetCallback, StatusCode: 400}) ||
-		!downstream.IsTransient(&downstream.Error{Target: downstream.TargetCallback, StatusCode: 503, Transient: true}) {
-		t.Error("IsTransient does not follow Transient")
-	}
-}

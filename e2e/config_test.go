@@ -20,6 +20,8 @@ var contractVars = map[string]map[string]string{
 		"ADMIN_ADDR":        "127.0.0.1:8081",
 		"ADMIN_USER":        "",
 		"ADMIN_PASSWORD":    "",
+		"METRICS_USER":      "",
+		"METRICS_PASSWORD":  "",
 		"API_CLIENTS":       "",
 		"ALLOWED_SOURCES":   "website,linkedin,referral,ads,event",
 		"MAX_BODY_BYTES":    "65536",
@@ -41,6 +43,8 @@ var contractVars = map[string]map[string]string{
 		"ADMIN_ADDR":          "127.0.0.1:8082",
 		"ADMIN_USER":          "",
 		"ADMIN_PASSWORD":      "",
+		"METRICS_USER":        "",
+		"METRICS_PASSWORD":    "",
 		"KEY_RETENTION":       "168h",
 		"CLEANUP_INTERVAL":    "1h",
 		"RECONCILE_INTERVAL":  "1m",
@@ -178,6 +182,8 @@ func TestBadConfigurationExitsWithOneLine(t *testing.T) {
 		{"api/malformed SHUTDOWN_TIMEOUT", "api", nil, db + " " + clients + " SHUTDOWN_TIMEOUT=10", "SHUTDOWN_TIMEOUT"},
 		{"api/negative MAX_BODY_BYTES", "api", nil, db + " " + clients + " MAX_BODY_BYTES=-1", "MAX_BODY_BYTES"},
 		{"api/ADMIN_USER alone", "api", nil, db + " " + clients + " ADMIN_USER=operator", "ADMIN_PASSWORD"},
+		{"api/METRICS_USER alone", "api", nil, db + " " + clients + " METRICS_USER=prometheus", "METRICS_PASSWORD"},
+		{"worker/the scrape credential the admin one", "worker", nil, db + " " + urls + " ADMIN_USER=a ADMIN_PASSWORD=b METRICS_USER=a METRICS_PASSWORD=b", "METRICS_USER"},
 		{"api/unknown LOG_LEVEL", "api", nil, db + " " + clients + " LOG_LEVEL=loud", "LOG_LEVEL"},
 		{"api migrate/missing DATABASE_URL", "api", []string{"migrate"}, "", "DATABASE_URL"},
 		{"api/missing PII_HASH_KEY", "api", nil, "DATABASE_URL=postgres://nobody@127.0.0.1:1/none " + clients, "PII_HASH_KEY"},
@@ -278,6 +284,7 @@ func TestConfigErrorsShowNoSecret(t *testing.T) {
 		{"hash list with a bad entry", "api", []string{db, "API_CLIENTS=a=" + hash + ",b:" + hash}, []string{hash}, "API_CLIENTS"},
 		{"password in a malformed URL", "api", []string{"DATABASE_URL=postgres://u:Pw-s3cret@127.0.0.1:notaport/db", "API_CLIENTS=a=" + hash}, []string{"Pw-s3cret"}, "DATABASE_URL"},
 		{"admin password alone", "worker", []string{db, "SIMULATE_DOWNSTREAM=true", "ADMIN_PASSWORD=Adm1n-pw-xyz"}, []string{"Adm1n-pw-xyz"}, "ADMIN_USER"},
+		{"metrics password alone", "api", []string{db, "API_CLIENTS=a=" + hash, "METRICS_PASSWORD=Scr4pe-pw-xyz"}, []string{"Scr4pe-pw-xyz"}, "METRICS_USER"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -293,6 +300,53 @@ func TestConfigErrorsShowNoSecret(t *testing.T) {
 				if strings.Contains(r.stderr+r.stdout, s) {
 					t.Errorf("the output shows the secret %q:\n%s%s", s, r.stdout, r.stderr)
 				}
+			}
+		})
+	}
+}
+
+// A malformed OTEL_EXPORTER_OTLP_*HEADERS (it often holds a collector's API
+// key) is a configuration error of one line that names the variable and
+// shows no part of the value, in either binary: the OpenTelemetry
+// exporters would report it themselves, quoting it. Each process would
+// otherwise stop later (a listener it cannot open), once the exporters
+// had read the headers.
+func TestOTLPHeadersErrorsShowNoSecret(t *testing.T) {
+	t.Parallel()
+	const db = "DATABASE_URL=postgres://nobody@127.0.0.1:1/none?connect_timeout=1"
+	const clients = "API_CLIENTS=demo=2f6b4a8b5e0c7c2b1d9e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2a3b4c"
+	const endpoint = "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1"
+	cases := []struct {
+		name, bin string
+		env       []string
+		secret    string
+		want      string
+	}{
+		{"no '='", "api", []string{db, clients, endpoint, "API_ADDR=256.0.0.1:80", "OTEL_EXPORTER_OTLP_HEADERS=Authorization: Bearer Otlp-K3y-Zq81"},
+			"Otlp-K3y-Zq81", "OTEL_EXPORTER_OTLP_HEADERS"},
+		{"malformed escape", "worker", []string{db, "SIMULATE_DOWNSTREAM=true", endpoint, "ADMIN_ADDR=256.0.0.1:80", "OTEL_EXPORTER_OTLP_TRACES_HEADERS=api-key=Otlp%K3y-Zq82"},
+			"K3y-Zq82", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"},
+		{"second entry", "api", []string{db, clients, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=http://127.0.0.1:1/v1/metrics", "API_ADDR=256.0.0.1:80",
+			"OTEL_EXPORTER_OTLP_METRICS_HEADERS=x-tenant=sales,Otlp-K3y-Zq83"}, "Otlp-K3y-Zq83", "OTEL_EXPORTER_OTLP_METRICS_HEADERS"},
+		{"control character", "worker", []string{db, "SIMULATE_DOWNSTREAM=true", endpoint, "ADMIN_ADDR=256.0.0.1:80", "OTEL_EXPORTER_OTLP_HEADERS=api-key=Otlp-K3y-Zq84%0D%0AX-Evil: 1"},
+			"K3y-Zq84", "OTEL_EXPORTER_OTLP_HEADERS"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runBinary(t, tc.bin, append(tc.env, piiHashKey))
+			if r.code == 0 {
+				t.Fatalf("exit 0, want non-zero\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+			}
+			if strings.Contains(r.stderr+r.stdout, tc.secret) {
+				t.Errorf("the output shows the secret %q:\n%s%s", tc.secret, r.stdout, r.stderr)
+			}
+			lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+				t.Fatalf("stderr %q: want one line naming %s", r.stderr, tc.want)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout not empty on bad configuration:\n%s", r.stdout)
 			}
 		})
 	}

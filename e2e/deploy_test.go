@@ -46,10 +46,11 @@ type composeService struct {
 	} `yaml:"healthcheck"`
 }
 
-// composeBuild is `build: DIR` or `build: {context, dockerfile}`.
+// composeBuild is `build: DIR` or `build: {context, dockerfile, target}`.
 type composeBuild struct {
 	Context    string `yaml:"context"`
 	Dockerfile string `yaml:"dockerfile"`
+	Target     string `yaml:"target"`
 }
 
 func (b *composeBuild) UnmarshalYAML(n *yaml.Node) error {
@@ -151,8 +152,18 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// ourBinaries are the commands the image holds.
-var ourBinaries = []string{"api", "worker", "fakedownstream"}
+// ourBinaries are the commands the images hold: productionBinaries in the
+// production image (the Dockerfile's last stage), fakedownstream in the
+// demo image (its demo target), which the compose file builds for its fake
+// service.
+var (
+	ourBinaries        = []string{"api", "worker", "leadintake", "fakedownstream"}
+	productionBinaries = []string{"api", "worker", "leadintake"}
+)
+
+// demoCommands are the commands that must never be in the production image:
+// stand-ins for the downstream services and demo pages.
+var demoCommands = []string{"fakedownstream", "demosite"}
 
 // officialPostgres matches the official postgres image, with a tag.
 var officialPostgres = regexp.MustCompile(`^(docker\.io/(library/)?)?postgres(:[\w][\w.-]*)?$`)
@@ -245,6 +256,20 @@ func TestComposeFile(t *testing.T) {
 	}
 	if binary["api"] != "api" || binary["worker"] != "worker" || binary["fake"] != "fakedownstream" {
 		t.Errorf("services run %v, want api: api, worker: worker, fake: fakedownstream", binary)
+	}
+	// The fake comes from the demo target; the others from the production
+	// image, which holds no fake.
+	for name, bin := range binary {
+		target := cf.Services[name].Build.Target
+		switch {
+		case slices.Contains(demoCommands, bin) && target != "demo":
+			t.Errorf("service %s runs %s from build target %q, want the Dockerfile's demo target", name, bin, target)
+		case !slices.Contains(demoCommands, bin) && target != "" && target != "runtime":
+			t.Errorf("service %s runs %s from build target %q, want the production image (the last stage)", name, bin, target)
+		}
+	}
+	if cf.Services["fake"].Image == cf.Services["api"].Image {
+		t.Errorf("the fake service's image %q is the api's: the production image would be tagged with a fake in it", cf.Services["fake"].Image)
 	}
 
 	// Environment: only variables the binary lists in its -h output, the
@@ -393,10 +418,17 @@ func TestComposeFile(t *testing.T) {
 	}
 }
 
-// The Dockerfile: multi-stage, static binaries of all three commands built
-// by the Makefile's Go toolchain, a non-root runtime image.
-func TestDockerfile(t *testing.T) {
-	t.Parallel()
+// dockerStage is one stage of a Dockerfile: its FROM's image (or the stage
+// it is built on), its name, and its instructions (continued lines joined,
+// comments left out), FROM first.
+type dockerStage struct {
+	from, name string
+	lines      []string
+}
+
+// readDockerfile reads the Dockerfile's stages.
+func readDockerfile(t *testing.T) []dockerStage {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
@@ -418,20 +450,77 @@ func TestDockerfile(t *testing.T) {
 		}
 		cur = ""
 	}
-	var stages [][]string // instructions per stage
+	var stages []dockerStage
 	for _, l := range lines {
-		if strings.HasPrefix(strings.ToUpper(l), "FROM ") {
-			stages = append(stages, nil)
+		if f := strings.Fields(l); strings.EqualFold(f[0], "FROM") {
+			st := dockerStage{}
+			for i := 1; i < len(f); i++ {
+				switch {
+				case strings.HasPrefix(f[i], "--"):
+				case strings.EqualFold(f[i], "AS") && i+1 < len(f):
+					st.name = f[i+1]
+					i++
+				case st.from == "":
+					st.from = f[i]
+				}
+			}
+			stages = append(stages, st)
 		}
 		if len(stages) == 0 {
 			t.Fatalf("Dockerfile: %q before the first FROM", l)
 		}
-		stages[len(stages)-1] = append(stages[len(stages)-1], l)
+		stages[len(stages)-1].lines = append(stages[len(stages)-1].lines, l)
 	}
+	return stages
+}
+
+// stageNamed returns the stage called name, and whether there is one.
+func stageNamed(stages []dockerStage, name string) (dockerStage, bool) {
+	for _, st := range stages {
+		if st.name == name {
+			return st, true
+		}
+	}
+	return dockerStage{}, false
+}
+
+// copiedFrom returns the stages whose files the stage's COPY --from take,
+// and those they are built on, in turn.
+func copiedFrom(t *testing.T, stages []dockerStage, st dockerStage) []dockerStage {
+	t.Helper()
+	var out []dockerStage
+	seen := map[string]bool{}
+	var add func(name string)
+	add = func(name string) {
+		src, ok := stageNamed(stages, name)
+		if !ok || seen[name] {
+			return // an image, not a stage
+		}
+		seen[name] = true
+		out = append(out, src)
+		add(src.from)
+	}
+	for _, l := range st.lines {
+		for _, f := range strings.Fields(l) {
+			if from, ok := strings.CutPrefix(f, "--from="); ok && strings.EqualFold(strings.Fields(l)[0], "COPY") {
+				add(from)
+			}
+		}
+	}
+	return out
+}
+
+// The Dockerfile: multi-stage, static binaries of the production commands
+// built by the Makefile's Go toolchain, a non-root runtime image that holds
+// them and nothing of the demo's (no fake downstream, no demo site, nothing
+// from a stage that builds one), and a demo target with the fake alone.
+func TestDockerfile(t *testing.T) {
+	t.Parallel()
+	stages := readDockerfile(t)
 	if len(stages) < 2 {
 		t.Fatalf("Dockerfile: %d stage(s), want a build stage and a runtime stage", len(stages))
 	}
-	build, runtime := stages[0], stages[len(stages)-1]
+	build, runtime := stages[0].lines, stages[len(stages)-1].lines
 	// The image's Go is the Makefile's toolchain: what is tested is what
 	// ships.
 	makefile, err := os.ReadFile(filepath.Join("..", "Makefile"))
@@ -446,15 +535,45 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("Dockerfile: build stage %q, want %s... (the Makefile's GOTOOLCHAIN)", build[0], want)
 	}
 	buildText := strings.Join(build, "\n")
-	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "./cmd/api", "./cmd/worker", "./cmd/fakedownstream", "--mount=type=cache,target=/go/pkg/mod", "go mod download"} {
+	for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "./cmd/api", "./cmd/worker", "./cmd/leadintake", "--mount=type=cache,target=/go/pkg/mod", "go mod download"} {
 		if !strings.Contains(buildText, want) {
 			t.Errorf("Dockerfile: the build stage has no %q", want)
 		}
 	}
 	runtimeText := strings.Join(runtime, "\n")
-	for _, bin := range ourBinaries {
+	for _, bin := range productionBinaries {
 		if !regexp.MustCompile(`(?m)^COPY --from=\S+ .*\b` + bin + `\b`).MatchString(runtimeText) {
 			t.Errorf("Dockerfile: the runtime stage does not copy %s from the build", bin)
+		}
+	}
+	// Nothing of the demo's in the production image: not copied by name,
+	// nor built in a stage it copies from (a COPY of a whole directory
+	// would take it along).
+	for _, demo := range demoCommands {
+		if regexp.MustCompile(`(?im)^(COPY|ADD) .*` + demo).MatchString(runtimeText) {
+			t.Errorf("Dockerfile: the runtime stage copies %s", demo)
+		}
+		for _, src := range copiedFrom(t, stages, stages[len(stages)-1]) {
+			if strings.Contains(strings.Join(src.lines, "\n"), "./cmd/"+demo) {
+				t.Errorf("Dockerfile: the runtime stage copies from stage %s, which builds %s", src.name, demo)
+			}
+		}
+	}
+	// The demo target: the fake alone, which docker-compose.yml builds for
+	// its fake service.
+	demo, ok := stageNamed(stages, "demo")
+	if !ok {
+		t.Fatal("Dockerfile: no demo stage (docker-compose.yml's fake service builds it)")
+	}
+	demoText := strings.Join(demo.lines, "\n")
+	if !regexp.MustCompile(`(?m)^COPY --from=\S+ .*\bfakedownstream\b`).MatchString(demoText) ||
+		!regexp.MustCompile(`(?m)^CMD \["fakedownstream"\]`).MatchString(demoText) ||
+		!regexp.MustCompile(`(?m)^EXPOSE .*\b9090\b`).MatchString(demoText) {
+		t.Errorf("Dockerfile: the demo stage does not copy and run fakedownstream on 9090:\n%s", demoText)
+	}
+	for _, bin := range productionBinaries {
+		if regexp.MustCompile(`(?m)^COPY .*\b` + bin + `\b`).MatchString(demoText) {
+			t.Errorf("Dockerfile: the demo stage copies %s: run it from the production image", bin)
 		}
 	}
 	user := ""
@@ -469,7 +588,7 @@ func TestDockerfile(t *testing.T) {
 	if u, _, _ := strings.Cut(user, ":"); u == "" || u == "root" || u == "0" {
 		t.Errorf("Dockerfile: the runtime stage runs as %q, want a non-root user", user)
 	}
-	for _, port := range []string{"8080", "8081", "8082", "9090"} {
+	for _, port := range []string{"8080", "8081", "8082"} {
 		if !regexp.MustCompile(`(?m)^EXPOSE .*\b` + port + `\b`).MatchString(runtimeText) {
 			t.Errorf("Dockerfile: port %s is not exposed", port)
 		}

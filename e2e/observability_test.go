@@ -204,7 +204,8 @@ func TestComposeObservability(t *testing.T) {
 	}
 
 	// It scrapes each admin listener under the job name the rules expect,
-	// with the basic auth the service sets.
+	// with the scrape credential the service sets (never the admin one,
+	// which opens River UI and erasures too).
 	jobs := map[string]string{"leadintake-api": "api", "leadintake-worker": "worker"}
 	for job, service := range jobs {
 		env := cf.Services[service].Environment
@@ -229,8 +230,11 @@ func TestComposeObservability(t *testing.T) {
 			if p := cmpOr(sc.MetricsPath, "/metrics"); p != "/metrics" {
 				t.Errorf("prometheus.yml: job %s: metrics_path %q", job, p)
 			}
-			if sc.BasicAuth == nil || sc.BasicAuth.Username != env["ADMIN_USER"] || sc.BasicAuth.Password != env["ADMIN_PASSWORD"] {
-				t.Errorf("prometheus.yml: job %s: basic_auth does not match %s's ADMIN_USER and ADMIN_PASSWORD", job, service)
+			if env["METRICS_USER"] == "" || env["METRICS_USER"] == env["ADMIN_USER"] {
+				t.Errorf("%s: METRICS_USER %q: want a scrape credential apart from ADMIN_USER", service, env["METRICS_USER"])
+			}
+			if sc.BasicAuth == nil || sc.BasicAuth.Username != env["METRICS_USER"] || sc.BasicAuth.Password != env["METRICS_PASSWORD"] {
+				t.Errorf("prometheus.yml: job %s: basic_auth does not match %s's METRICS_USER and METRICS_PASSWORD", job, service)
 			}
 		}
 		if !found {

@@ -155,16 +155,16 @@ func TestErasure(t *testing.T) {
 	// What stays: the erasure records (no address), the erased leads'
 	// facts; personal data nowhere in the erased leads, the records, or
 	// the jobs.
-	if n := s.count(`SELECT count(*) FROM erasures WHERE client_id = 'e2e'`); n != 3 {
+	if n := s.count(`SELECT count(*) FROM audit WHERE action = 'erase' AND client_id = 'e2e'`); n != 3 {
 		t.Errorf("%d erasure records, want 3 (two commands, one admin request)", n)
 	}
-	if n := s.count(`SELECT count(*) FROM erasures WHERE via = 'admin_api' AND erased = 1`); n != 1 {
+	if n := s.count(`SELECT count(*) FROM audit WHERE action = 'erase' AND via = 'admin_api' AND actor = 'admin' AND count = 1`); n != 1 {
 		t.Errorf("%d admin erasure records of one lead, want 1", n)
 	}
 	for _, q := range []string{
 		// (Whole values only: ids and times are hex and digits, and may
 		// hold "ada" or "7946" by chance.)
-		`SELECT count(*) FROM erasures e WHERE row_to_json(e)::text ~* '(ada@example|grace@example)'`,
+		`SELECT count(*) FROM audit e WHERE row_to_json(e)::text ~* '(ada@example|grace@example)'`,
 		`SELECT count(*) FROM leads l WHERE erased_at IS NOT NULL AND row_to_json(l)::text ~* '(ada@example|grace@example|lovelace|hopper|\+44 20 7946 0001|call me back)'`,
 		`SELECT count(*) FROM river_job j WHERE row_to_json(j)::text ~* '(ada@example|grace@example|lovelace|hopper)'`,
 	} {
@@ -325,6 +325,11 @@ func TestKeysCommands(t *testing.T) {
 	if after := s.operation(done); !bytes.Equal(before.body, after.body) {
 		t.Errorf("a refused settle changed the key:\n%s\n%s", before.body, after.body)
 	}
+	// The two settles are in the audit, by the command line; the refused
+	// one is not.
+	if n := s.count(`SELECT count(*) FROM audit WHERE action = 'settle' AND actor = 'cli' AND via = 'cli' AND count = 1`); n != 2 {
+		t.Errorf("%d settles recorded, want 2", n)
+	}
 	if r = s.command("keys", "show", "--client", "e2e", "no-such-key-0001"); r.code != 1 || !strings.Contains(r.stderr, "no such key") {
 		t.Errorf("show of an unknown key: exit %d\nstderr: %s", r.code, r.stderr)
 	}
@@ -351,7 +356,7 @@ func TestErasureOfAnUnknownClient(t *testing.T) {
 	if got.status != http.StatusUnprocessableEntity || !strings.Contains(string(got.body), `"code":"unknown_client"`) {
 		t.Fatalf("POST /admin/erasures for %s: %d %s, want 422 unknown_client", ghost, got.status, got.body)
 	}
-	if n := s.count(`SELECT count(*) FROM erasures`); n != 0 {
+	if n := s.count(`SELECT count(*) FROM audit WHERE action = 'erase'`); n != 0 {
 		t.Errorf("%d erasures recorded for an unknown client, want none", n)
 	}
 	if n := s.count(`SELECT count(*) FROM leads WHERE erased_at IS NOT NULL`); n != 0 {

@@ -162,7 +162,7 @@ func TestRedrive(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &dry) != nil || dry.Redriven != 3 || len(dry.Keys) != 3 || dry.Keys[0].ClientID != "e2e" {
 		t.Fatalf("dry run: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	if s.waitState(failed[0], time.Second, "failed"); s.count(`SELECT count(*) FROM redrives`) != 0 {
+	if s.waitState(failed[0], time.Second, "failed"); s.count(`SELECT count(*) FROM audit WHERE action = 'redrive'`) != 0 {
 		t.Fatal("a dry run was recorded")
 	}
 
@@ -195,10 +195,10 @@ func TestRedrive(t *testing.T) {
 			t.Errorf("POST /admin/redrives %s: %d %s, want 400 bad_request", body, r.status, r.body)
 		}
 	}
-	if n := s.count(`SELECT count(*) FROM redrives`); n != 2 {
+	if n := s.count(`SELECT count(*) FROM audit WHERE action = 'redrive'`); n != 2 {
 		t.Errorf("%d redrives recorded, want 2", n)
 	}
-	if n := s.count(`SELECT count(*) FROM redrives WHERE via = 'cli' AND redriven = 1 AND keys = 2`); n != 1 {
+	if n := s.count(`SELECT count(*) FROM audit WHERE action = 'redrive' AND actor = 'cli' AND via = 'cli' AND count = 1 AND (detail->>'keys_named')::int = 2`); n != 1 {
 		t.Errorf("the command's redrive is not recorded as such")
 	}
 

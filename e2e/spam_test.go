@@ -167,6 +167,17 @@ func TestSpamQuarantinedOnTheDemoForm(t *testing.T) {
 	if n := s.count(`SELECT count(*) FROM leads`); n != 2 {
 		t.Fatalf("%d leads, want 2", n)
 	}
+	// Each release is in the audit, by the command line (the second
+	// released none); so is the look at the honeypot's enquiry.
+	if n := s.count(`SELECT count(*) FROM audit WHERE action = 'show_enquiry' AND actor = 'cli' AND keys @> jsonb_build_array(jsonb_build_object('key', $1::text))`, honeypot); n != 1 {
+		t.Errorf("%d looks at the enquiry recorded, want 1", n)
+	}
+	if n := s.count(`SELECT count(*) FROM audit WHERE action = 'release' AND actor = 'cli' AND client_id = $1`, siteClient); n != 2 {
+		t.Errorf("%d releases recorded, want 2", n)
+	}
+	if n := s.count(`SELECT count(*) FROM audit WHERE action = 'release' AND count = 1 AND keys @> jsonb_build_array(jsonb_build_object('key', $1::text))`, fast); n != 1 {
+		t.Errorf("%d releases of %s recorded, want 1", n, fast)
+	}
 	if st := s.fake.State(); st.Totals.CRMWrites != 1 || st.Totals.Notifications != 1 {
 		t.Fatalf("the honeypot's enquiry reached a downstream: %+v", st.Totals)
 	}

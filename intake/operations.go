@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/leadintake/leadintake/internal/probe"
 	"github.com/leadintake/leadintake/response"
 	"github.com/leadintake/leadintake/store"
 )
@@ -141,10 +142,13 @@ func handleHealthz() echo.HandlerFunc {
 }
 
 func handleReadyz(st *store.Store) echo.HandlerFunc {
+	// However many probes come, the database is checked at most once a
+	// second.
+	ready := probe.NewShared(st.Ready, probe.Opts{Timeout: 2 * time.Second})
 	return func(c echo.Context) error {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 		defer cancel()
-		if err := st.Ready(ctx); err != nil {
+		if err := ready.Ready(ctx); err != nil {
 			// Whatever the cause, the process cannot serve submissions.
 			return &response.Error{Code: response.CodeStoreUnavailable, Message: "the store is not ready", Err: err}
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/testkit"
 	"github.com/leadintake/leadintake/response"
+	"github.com/leadintake/leadintake/store"
 )
 
 // signals adds Form-Signals to a page's request.
@@ -317,7 +318,7 @@ WHERE k.client_id = 'a' AND k.key = $1`, key).Scan(&dup); err != nil {
 		if dup := duplicateOf(t, api, second); dup != nil {
 			t.Errorf("a lead is flagged a duplicate of a quarantined one (%s)", *dup)
 		}
-		released, err := api.Store.Release(t.Context(), "a", []string{spam})
+		released, err := api.Store.Release(t.Context(), &store.ReleaseParams{ClientID: "a", Keys: []string{spam}, By: &store.Who{Name: "cli", Via: store.ViaCLI}})
 		if err != nil || len(released.Keys) != 1 {
 			t.Fatalf("release: %+v %v", released, err)
 		}

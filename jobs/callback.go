@@ -6,7 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +16,7 @@ import (
 	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/leadintake/leadintake/destination"
 	"github.com/leadintake/leadintake/downstream"
 	"github.com/leadintake/leadintake/store"
 )
@@ -152,8 +153,11 @@ func (w *DeliverCallbackWorker) Work(ctx context.Context, job *river.Job[Deliver
 		w.cfg.Logger.WarnContext(ctx, "callback given up: the client has no callback any more", attrs...)
 		return end(false)
 	}
-	err = w.cfg.Callbacks.Deliver(ctx, c.Callback.URL, c.Callback.Secret, WebhookID(cb.ID), cb.Payload)
+	err = hideURL(w.cfg.Callbacks.Deliver(ctx, c.Callback.URL, c.Callback.Secret, WebhookID(cb.ID), cb.Payload), c.Callback.URL)
 	age := time.Since(cb.CreatedAt)
+	// Of the URL, the log names the origin only (the path often holds the
+	// receiver's secret).
+	attrs = append(attrs, slog.String("callback", downstream.Origin(c.Callback.URL)))
 	if err == nil {
 		w.cfg.Metrics.callbackDelivery("delivered", age)
 		return end(true)
@@ -162,7 +166,7 @@ func (w *DeliverCallbackWorker) Work(ctx context.Context, job *river.Job[Deliver
 		return err // the worker is stopping: River makes the job available again
 	}
 	if retryable(err) && age < w.cfg.CallbackMaxAge {
-		if de, ok := downstream.AsError(err); ok && de.RetryAfter > 0 {
+		if de, ok := destination.AsError(err); ok && de.RetryAfter > 0 {
 			w.retryAt.set(job.ID, time.Now().Add(de.RetryAfter))
 		}
 		dctx, cancel := dbContext(ctx)
@@ -179,21 +183,57 @@ func (w *DeliverCallbackWorker) Work(ctx context.Context, job *river.Job[Deliver
 	return end(false)
 }
 
-// retryable reports whether a delivery's failure is worth another attempt:
-// a 5xx, 408, 429, a time-out or a broken connection.
-func retryable(err error) bool {
-	de, ok := downstream.AsError(err)
-	if !ok {
-		return true
+// hideURL returns err with its text cleared of what it may quote of the
+// callback's URL beyond its scheme and host: its path (Zapier, n8n, Slack
+// and Teams put their secret there), query and user-info. The error is
+// logged, and River keeps its text in the job's row, which River UI shows.
+// downstream's errors quote no more than the origin; this holds for any
+// error a transport makes. The result unwraps to err.
+func hideURL(err error, rawURL string) error {
+	if err == nil {
+		return nil
 	}
-	switch code := de.StatusCode; {
-	case code == 0:
-		return de.Transient
-	case code >= 500, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
-		return true
+	u, perr := url.Parse(rawURL)
+	if perr != nil {
+		return err
 	}
-	return false
+	var parts []string
+	if len(u.Path) > 1 {
+		parts = append(parts, u.EscapedPath(), u.Path)
+	}
+	if u.RawQuery != "" {
+		parts = append(parts, u.RawQuery)
+	}
+	if u.User != nil {
+		parts = append(parts, u.User.String())
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			parts = append(parts, pw)
+		}
+	}
+	msg := err.Error()
+	hidden := msg
+	for _, p := range parts {
+		hidden = strings.ReplaceAll(hidden, p, "...")
+	}
+	if hidden == msg {
+		return err
+	}
+	return &hiddenURLError{msg: hidden, err: err}
 }
+
+// hiddenURLError is an error whose text hideURL cleared.
+type hiddenURLError struct {
+	msg string
+	err error
+}
+
+func (e *hiddenURLError) Error() string { return e.msg }
+func (e *hiddenURLError) Unwrap() error { return e.err }
+
+// retryable reports whether a delivery's failure is worth another attempt:
+// a 5xx, 408, 429, a time-out or a broken connection (or a failure of our
+// own, such as a cancelled context).
+func retryable(err error) bool { return destination.Classify(err) == destination.Transient }
 
 // snoozesOf reads the count of snoozes River keeps in a job's metadata.
 func snoozesOf(metadata []byte) int64 {

@@ -3,7 +3,9 @@ package jobs_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,6 +157,45 @@ func TestCallbacks(t *testing.T) {
 		if first.ID == second.ID {
 			t.Errorf("both finishes announced as %s", first.ID)
 		}
+	})
+
+	// Zapier, n8n, Slack and Teams put the receiver's secret in the
+	// callback URL's path: a failed delivery's error, in the log and in
+	// River's job row (which River UI shows), names the URL's scheme and
+	// host only, never its path, query or user-info.
+	t.Run("ErrorsShowOnlyTheOriginOfItsURL", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, nil)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		origin := "http://" + ln.Addr().String()
+		ln.Close() // nothing listens: every delivery fails to connect
+		const user, password, path, query = "cbuser-Zq81", "cbpass-Zq81", "S3cretPath-Zq81", "S3cretQuery-Zq81"
+		bundle.secrets.add(user, password, path, query)
+		bundle.callers.Replace(clientsWithCallback(t,
+			"http://"+user+":"+password+"@"+ln.Addr().String()+"/hooks/catch/1234/"+path+"/?token="+query, callbackSecret))
+		sub := bundle.submit(t, adaBody)
+		bundle.waitFinished(t, sub.Key)
+		var errs string
+		testkit.Eventually(t, "failed delivery attempts recorded by River", func() bool {
+			var n int
+			if err := bundle.pool.QueryRow(context.Background(), `
+SELECT coalesce(array_length(errors, 1), 0), coalesce(errors::text, '') FROM river_job WHERE kind = 'deliver_callback'`).Scan(&n, &errs); err != nil {
+				t.Fatal(err)
+			}
+			return n >= 2
+		})
+		for _, secret := range []string{user, password, path, query, "/hooks/catch"} {
+			if strings.Contains(errs, secret) {
+				t.Errorf("River's job errors hold %q: %s", secret, errs)
+			}
+		}
+		if !strings.Contains(errs, origin) {
+			t.Errorf("River's job errors do not name the callback's origin %s: %s", origin, errs)
+		}
+		// The log is checked for the secrets when the test ends.
 	})
 
 	t.Run("GivesUpAfterTheMaxAge", func(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"github.com/leadintake/leadintake/jobs"
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/operator"
-	"github.com/leadintake/leadintake/store"
 )
 
 // erase erases the personal data of every lead of the address, as `api
@@ -23,7 +22,7 @@ func (b *testBundle) erase(t *testing.T, email string) int {
 	op := &operator.Operator{Store: b.store, River: b.river, HashKey: hashKey, Callers: b.callers, KeyRetention: time.Hour}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	n, err := op.Erase(ctx, clientID, email, store.ErasureByCommand)
+	n, err := op.Erase(ctx, operator.CLI, clientID, email)
 	if err != nil {
 		t.Fatalf("erase: %v", err)
 	}
@@ -116,7 +115,7 @@ func TestErasureDuringHungCRMCall(t *testing.T) {
 	}
 	var requests []int
 	if err := bundle.pool.QueryRow(context.Background(),
-		`SELECT array_agg(erased ORDER BY requested_at) FROM erasures WHERE client_id = $1 AND email_hmac = $2`,
+		`SELECT array_agg(count ORDER BY id) FROM audit WHERE action = 'erase' AND actor = 'cli' AND client_id = $1 AND email_hmac = $2`,
 		clientID, hashKey.Email("ada@example.com")).Scan(&requests); err != nil || len(requests) != 1 || requests[0] != 1 {
 		t.Errorf("erasure records %v (%v), want one of 1 lead", requests, err)
 	}

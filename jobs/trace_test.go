@@ -58,7 +58,7 @@ func TestTraceFollowsTheKey(t *testing.T) {
 
 	// Redriven by an operator whose context has a trace of its own.
 	bundle.fake.Script(fake.CRMUpsert, fake.Fault{Status: 503}, fake.Fault{Status: 503})
-	if _, err := bundle.store.Redrive(tracedContext(traceC), &store.RedriveParams{ClientID: clientID, Keys: []string{key}, Via: store.RedriveByCommand}); err != nil {
+	if _, err := bundle.store.Redrive(tracedContext(traceC), &store.RedriveParams{ClientID: clientID, Keys: []string{key}, By: &store.Who{Name: "cli", Via: store.ViaCLI}}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, "the redriven lead failed again, and its callback", func() bool {

@@ -2,6 +2,7 @@ package lead
 
 import (
 	"maps"
+	"regexp"
 	"slices"
 	"time"
 
@@ -36,6 +37,11 @@ const (
 var ClickIDNames = []string{"fbclid", "gclid", "msclkid"}
 
 var touchMembers = []string{"at", "click_ids", "landing_page", "referrer", "utm"}
+
+// rfc3339 is the syntax of RFC 3339's date-time, which time.Parse
+// stretches (a comma before the fraction, an offset of 24 hours): what the
+// API description's pattern says too. time.Parse checks the ranges.
+var rfc3339 = regexp.MustCompile(`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`)
 
 // validateAttribution checks the attribution member: an object with first
 // and last, each a touch. A member a touch or its click_ids does not know
@@ -101,7 +107,7 @@ func validateTouch(v *validator, at string, raw jsontext.Value) *Touch {
 			}
 		case "at":
 			if s, ok := v.str(field, raw, 0, 64); ok {
-				if _, err := time.Parse(time.RFC3339, s); err != nil {
+				if _, err := time.Parse(time.RFC3339, s); err != nil || !rfc3339.MatchString(s) {
 					v.add(field, "must be an RFC 3339 date and time")
 					continue
 				}

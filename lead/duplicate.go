@@ -10,8 +10,8 @@ import (
 )
 
 // Content is the HMAC-SHA256 under k of the lead's canonical body without
-// its utm: what two enquiries with the same email and the same content,
-// from two campaigns, share. It finds a possible duplicate among the
+// its utm and its attribution: what two enquiries with the same email and
+// the same content, from two campaigns or two pages, share. It finds a possible duplicate among the
 // client's recent leads without holding anything readable (an unkeyed hash
 // of a short enquiry tells whether it was sent). It is nil for a body that
 // does not decode, which Decode never gives.
@@ -21,6 +21,7 @@ func (k HashKey) Content(p *Payload) []byte {
 		return nil
 	}
 	delete(members, "utm")
+	delete(members, "attribution")
 	raw, err := json.Marshal(members)
 	if err != nil {
 		return nil

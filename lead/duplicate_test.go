@@ -28,6 +28,17 @@ func TestContent(t *testing.T) {
 	if got := content(`{"email":"ada@example.com","source":"website","message":"hi"}`); !bytes.Equal(got, base) {
 		t.Error("no utm is other content")
 	}
+	// Nor is the attribution: the same enquiry from another campaign, or
+	// another page of the site, is a possible duplicate all the same.
+	for _, body := range []string{
+		`{"email":"ada@example.com","source":"website","message":"hi","attribution":{"first":{"landing_page":"https://acme.example/?utm_source=google","utm":{"source":"google"},"click_ids":{"gclid":"abc123"}},"last":{"landing_page":"https://acme.example/contact","at":"2025-03-01T10:00:00Z"}}}`,
+		`{"email":"ada@example.com","source":"website","message":"hi","attribution":{"last":{"referrer":"https://news.example/"}}}`,
+		`{"email":"ada@example.com","source":"website","message":"hi","attribution":null}`,
+	} {
+		if got := content(body); !bytes.Equal(got, base) {
+			t.Errorf("an attribution makes other content: %s", body)
+		}
+	}
 	for _, other := range []string{
 		`{"email":"eve@example.com","source":"website","message":"hi"}`,
 		`{"email":"ada@example.com","source":"website","message":"hello"}`,

@@ -348,7 +348,11 @@ func leadFromMembers(members map[string]jsontext.Value, opts *DecodeOpts) (*Lead
 		fieldRules[name](v, raw, lead)
 	}
 	if len(v.unknown) > 0 {
-		return nil, &response.Error{Code: response.CodeUnknownField, Message: "the body has members the API does not know", Details: v.unknown}
+		msg := "the body has members the API does not know"
+		if v.moreUnknown {
+			msg += "; details lists the first " + strconv.Itoa(response.MaxDetails)
+		}
+		return nil, &response.Error{Code: response.CodeUnknownField, Message: msg, Details: v.unknown}
 	}
 	if len(v.details) > 0 {
 		msg := "the lead breaks the rules listed in details"
@@ -367,8 +371,10 @@ type validator struct {
 	details []response.Detail
 	more    bool
 	// unknown are members of nested objects the API does not know
-	// (attribution's): unknown_field, like a top-level one.
-	unknown []response.Detail
+	// (attribution's): unknown_field, like a top-level one; moreUnknown,
+	// whether there were more than response.MaxDetails of them.
+	unknown     []response.Detail
+	moreUnknown bool
 }
 
 func (v *validator) add(field, problem string) {
@@ -380,9 +386,11 @@ func (v *validator) add(field, problem string) {
 }
 
 func (v *validator) unknownMember(field string) {
-	if len(v.unknown) < response.MaxDetails {
-		v.unknown = append(v.unknown, response.Detail{Field: field, Problem: "is not a member the API knows"})
+	if len(v.unknown) == response.MaxDetails {
+		v.moreUnknown = true
+		return
 	}
+	v.unknown = append(v.unknown, response.Detail{Field: field, Problem: "is not a member the API knows"})
 }
 
 // str decodes a JSON string and checks its length in characters.

@@ -165,6 +165,9 @@ var decodeSeeds = []string{
 	`{"email":"ada@example.com","source":"website","n":1e400}`,
 	`{"email":"ada@example.com","source":"website","fields":{"budget":"10k","team_size":"5","z":""}}`,
 	`{"email":"ada@example.com","source":"website","fields":{"Team Size":"5","q":"\u00e9\n"}}`,
+	`{"email":"ada@example.com","source":"ads","attribution":{"first":{"landing_page":"https://acme.example/?utm_source=g","referrer":"https://g.example/","utm":{"source":"g"},"click_ids":{"gclid":"abc"},"at":"2025-03-01T10:00:00Z"},"last":{"landing_page":"http://acme.example/contact"}}}`,
+	`{"email":"ada@example.com","source":"ads","attribution":{"first":null,"last":{"click_ids":{"gclid":null,"ttclid":"x"},"at":"2025-03-01T10:00:00.5+01:00"}}}`,
+	`{"email":"ada@example.com","source":"ads","attribution":{"first":{"landing_page":"ftp://x","at":"2025-02-30T10:00:00Z","utm":{"a":1}}}}`,
 	`[]`, `"x"`, `1`, ``, `{}`, "{\"email\":\"a\xffb@example.com\",\"source\":\"website\"}",
 }
 
@@ -240,6 +243,10 @@ func requireValidLead(t *testing.T, l lead.Lead) {
 		if utf8.RuneCountInString(value) > 200 {
 			t.Fatalf("accepted utm %q of %d characters", name, utf8.RuneCountInString(value))
 		}
+	}
+	if a := l.Attribution; a != nil {
+		requireValidTouch(t, a.First)
+		requireValidTouch(t, a.Last)
 	}
 	if len(l.Fields) > 50 {
 		t.Fatalf("accepted %d fields", len(l.Fields))

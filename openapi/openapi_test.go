@@ -19,6 +19,7 @@ import (
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 
 	"github.com/leadintake/leadintake/internal/apicheck"
+	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/openapi"
 )
 
@@ -257,5 +258,97 @@ func TestDocumentIsACopy(t *testing.T) {
 	d[0] = 'X'
 	if openapi.Document()[0] == 'X' {
 		t.Fatal("Document returned the package's own slice")
+	}
+}
+
+// describedAccepts reports whether the description allows body as a
+// submission: whether an api that accepted it (a documented 202) would
+// answer a request the description takes.
+func describedAccepts(t *testing.T, c *apicheck.Checker, body string) (bool, error) {
+	t.Helper()
+	const key = "agree-key-0001"
+	req, err := http.NewRequest(http.MethodPost, "http://api.test/v1/leads", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer token-0123456789")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	answer := []byte(`{"status":"processing","idempotency_key":"` + key + `","lead_id":"0195a3c2-7b1e-7c4d-9a2b-3c4d5e6f7a8b","status_url":"/v1/operations/` + key + `"}`)
+	resp := &http.Response{StatusCode: http.StatusAccepted, Header: http.Header{}}
+	for name, value := range map[string]string{
+		"Content-Type": "application/json", "Location": "/v1/operations/" + key, "Retry-After": "1",
+		"Idempotency-Key": key, "Idempotent-Replayed": "false", "X-Request-Id": "req-1",
+	} {
+		resp.Header.Set(name, value)
+	}
+	err = c.Check(req, []byte(body), resp, answer)
+	return err == nil, err
+}
+
+// The description of the body and the api's decoder agree on what a lead
+// is, at the corners of its nested members (attribution, utm, fields): a
+// body the api accepts is one the description allows, and one it refuses
+// is one the description does not (the checks of real traffic would report
+// an accepted body outside the description).
+func TestLeadSchemaAgreesWithTheDecoder(t *testing.T) {
+	t.Parallel()
+	c, err := apicheck.New(openapi.Document())
+	if err != nil {
+		t.Fatal(err)
+	}
+	with := func(member string) string {
+		return `{"email":"ada@example.com","source":"website"` + member + `}`
+	}
+	long := "https://acme.example/" + strings.Repeat("p", 2048-len("https://acme.example/"))
+	// (The description cannot tell a day a month lacks, 2025-02-30: the
+	// api alone refuses it, which it may, with a documented 422.)
+	for _, body := range []string{
+		with(``),
+		with(`,"utm":{"source":"google"},"fields":{"budget":"10k"}`),
+		with(`,"attribution":{"first":{"landing_page":"https://acme.example/landing?utm_source=google&gclid=abc123","referrer":"https://www.google.com/",` +
+			`"utm":{"source":"google","medium":"cpc","campaign":"spring"},"click_ids":{"gclid":"abc123","fbclid":"f","msclkid":"m"},"at":"2025-03-01T09:30:00.123Z"},` +
+			`"last":{"landing_page":"http://acme.example/contact","at":"2025-03-01T10:00:00+01:00"}}`),
+		with(`,"attribution":null`),
+		with(`,"attribution":{}`),
+		with(`,"attribution":{"first":null,"last":{}}`),
+		with(`,"attribution":{"first":{"landing_page":null,"referrer":null,"utm":null,"click_ids":null,"at":null}}`),
+		with(`,"attribution":{"last":{"click_ids":{"gclid":null,"fbclid":""}}}`),
+		with(`,"attribution":{"first":{"landing_page":"` + long + `","click_ids":{"gclid":"` + strings.Repeat("x", 512) + `"}}}`),
+		with(`,"attribution":{"first":{"utm":{"k0":"a","k1":"b","k2":"c","k3":"d","k4":"e","k5":"f","k6":"g","k7":"h","k8":"i","k9":"j",` +
+			`"l0":"a","l1":"b","l2":"c","l3":"d","l4":"e","l5":"f","l6":"g","l7":"h","l8":"i","l9":"` + strings.Repeat("é", 200) + `"}}}`),
+		// Refused, by both.
+		with(`,"attribution":{"middle":{}}`),
+		with(`,"attribution":{"first":{"page":"https://acme.example/"}}`),
+		with(`,"attribution":{"first":{"click_ids":{"ttclid":"x"}}}`),
+		with(`,"attribution":{"first":{"landing_page":"ftp://acme.example/"}}`),
+		with(`,"attribution":{"first":{"landing_page":"/contact"}}`),
+		with(`,"attribution":{"first":{"referrer":""}}`),
+		with(`,"attribution":{"first":{"landing_page":"` + long + `x"}}`),
+		with(`,"attribution":{"first":{"click_ids":{"gclid":"` + strings.Repeat("x", 513) + `"}}}`),
+		with(`,"attribution":{"first":{"click_ids":{"gclid":1}}}`),
+		with(`,"attribution":{"first":{"click_ids":"abc"}}`),
+		with(`,"attribution":{"first":{"at":"yesterday"}}`),
+		with(`,"attribution":{"first":{"at":"2025-03-01"}}`),
+		with(`,"attribution":{"first":{"at":"2025-03-01T10:00:00"}}`),
+		with(`,"attribution":{"first":{"at":1740820000}}`),
+		with(`,"attribution":{"first":{"at":"2025-13-01T10:00:00Z"}}`),
+		with(`,"attribution":{"first":{"at":"2025-03-01T10:00:00+24:00"}}`),
+		with(`,"attribution":{"first":{"at":"2025-03-01t10:00:00z"}}`),
+		with(`,"attribution":{"first":{"at":"2025-03-01T10:00:00,5Z"}}`),
+		with(`,"attribution":{"first":{"at":"2025-03-01T24:00:00Z"}}`),
+		with(`,"attribution":{"first":{"utm":{"source":"` + strings.Repeat("é", 201) + `"}}}`),
+		with(`,"attribution":{"first":{"utm":{"source":1}}}`),
+		with(`,"attribution":{"first":"https://acme.example/"}`),
+		with(`,"attribution":{"last":[]}`),
+		with(`,"attribution":"https://acme.example/"`),
+		with(`,"utm":{"source":1}`),
+		with(`,"fields":{"Budget":"10k"}`),
+	} {
+		_, decodeErr := lead.Decode([]byte(body), nil)
+		described, err := describedAccepts(t, c, body)
+		if described != (decodeErr == nil) {
+			t.Errorf("%.160s\nthe api: %v\nthe description: %v", body, decodeErr, err)
+		}
 	}
 }

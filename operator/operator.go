@@ -1,10 +1,14 @@
-// Package operator is what an operator does to keys and leads, whether from
-// the command line (`api erase`, `api keys`, `api leads redrive`) or the
-// admin listener (POST /admin/erasures, /admin/redrives): erase a person's
-// leads, list and show keys, settle a key awaiting reconciliation, and
-// redrive failed keys. It goes through the same store and the same state
-// machine as the worker: a settle is lead.Settle and store.Resume, as the
-// reconciler's; a redrive re-opens a key as a retry would.
+// Package operator is the one way in for everything an operator does to
+// keys and leads, whether from the command line (`api erase`, `api keys`,
+// `api leads`, `api spam`, `api audit`), the admin listener's JSON (POST
+// /admin/erasures, /admin/redrives) or the console's pages: list keys,
+// leads and quarantined enquiries, show a key with its lead and delivery
+// log, show an enquiry, release, redrive, settle, erase, the destinations'
+// state and the audit. Each method that acts, or shows personal data, takes
+// the Actor who asks, refuses a viewer (ErrForbidden), and has the store
+// write the audit's row in the action's own transaction. It goes through
+// the same store and the same state machine as the worker: a settle is
+// lead.Settle and store.Settle, as the reconciler's resume.
 package operator
 
 import (
@@ -49,12 +53,17 @@ var ErrBadEmail = errors.New("want one email address")
 var ErrUnknownClient = errors.New("no such client among the clients in force")
 
 // Erase erases the personal data of every lead of clientID whose email is
-// email (lower-cased, whole), at once, and returns how many; via says how
-// it was asked for (store.ErasureByCommand, store.ErasureByAdminAPI). Leads
-// not yet finished are finished as failed, 422 erased, as every finish is
-// (store.Erase): their callbacks enqueued and the amendments waiting for
-// them woken.
-func (o *Operator) Erase(ctx context.Context, clientID, email, via string) (int, error) {
+// email (lower-cased, whole), at once, and returns how many; the audit
+// records the request (who, the client, the email's HMAC, how many), also
+// when none matched. Leads not yet finished are finished as failed, 422
+// erased, as every finish is (store.Erase): their callbacks enqueued and
+// the amendments waiting for them woken. It returns ErrForbidden for a
+// viewer, ErrUnknownClient or ErrBadEmail for a bad request.
+func (o *Operator) Erase(ctx context.Context, who Actor, clientID, email string) (int, error) {
+	by, err := who.may()
+	if err != nil {
+		return 0, err
+	}
 	if o.Callers == nil {
 		return 0, ErrUnknownClient
 	}
@@ -66,7 +75,7 @@ func (o *Operator) Erase(ctx context.Context, clientID, email, via string) (int,
 		return 0, ErrBadEmail
 	}
 	erased, err := o.Store.Erase(ctx, &store.EraseParams{
-		ClientID: clientID, EmailHMAC: o.HashKey.Email(email), Via: via, Retention: o.KeyRetention,
+		ClientID: clientID, EmailHMAC: o.HashKey.Email(email), By: by, Retention: o.KeyRetention,
 	})
 	if err != nil {
 		return 0, err
@@ -88,9 +97,14 @@ func (e *ErrState) Error() string {
 // Settle settles a key awaiting reconciliation with what the operator
 // found in the CRM: the record (crmID, the lead resumes at its
 // notification) or, with found false, none (the lead resumes at its CRM
-// step and is posted again). Against the reconciler, one of the two wins;
-// a key in another state changes nothing and gives *ErrState.
-func (o *Operator) Settle(ctx context.Context, clientID, key string, found bool, crmID string) error {
+// step and is posted again); the audit records it. Against the reconciler,
+// one of the two wins; a key in another state changes nothing, is not
+// recorded, and gives *ErrState. A viewer gets ErrForbidden.
+func (o *Operator) Settle(ctx context.Context, who Actor, clientID, key string, found bool, crmID string) error {
+	by, err := who.may()
+	if err != nil {
+		return err
+	}
 	d, err := o.Store.ShowKey(ctx, clientID, key)
 	if err != nil {
 		return err
@@ -102,7 +116,7 @@ func (o *Operator) Settle(ctx context.Context, clientID, key string, found bool,
 	if l.KeyState.State != lead.KeyNeedsReconciliation {
 		return &ErrState{State: l.KeyState.State}
 	}
-	resumed, err := o.Store.Resume(ctx, l, lead.Settle(l.State, found, crmID))
+	resumed, err := o.Store.Settle(ctx, l, lead.Settle(l.State, found, crmID), by)
 	if err != nil {
 		return err
 	}
@@ -180,10 +194,25 @@ type CallReport struct {
 // downstream_unavailable, not both.
 var ErrBadRedrive = errors.New("redrive needs either keys with a client, or the outcome downstream_unavailable; not both")
 
+// MaxKeys bounds the keys one release or redrive names, and what one
+// console redrive by outcome re-opens: one transaction re-opens them all,
+// each with a new job.
+const MaxKeys = 1000
+
+// TooManyKeysError is returned for a release or a redrive that names more
+// than MaxKeys keys: nothing is done.
+type TooManyKeysError struct{ N int }
+
+func (e *TooManyKeysError) Error() string {
+	return fmt.Sprintf("%d keys named at once; at most %d: nothing was done, name fewer", e.N, MaxKeys)
+}
+
 // Redrive re-opens every selected key that a retry would re-open, exactly
-// as a retry would (store.Redrive), and records the redrive; DryRun changes
-// and records nothing. It returns ErrBadRedrive for a bad selection.
-func (o *Operator) Redrive(ctx context.Context, p *store.RedriveParams) (*store.Redriven, error) {
+// as a retry would (store.Redrive), and the audit records who asked and
+// what it did; DryRun changes and records nothing (and needs no right to
+// act). It returns ErrBadRedrive for a bad selection, *TooManyKeysError for
+// more than MaxKeys keys named, ErrForbidden for a viewer.
+func (o *Operator) Redrive(ctx context.Context, who Actor, p *store.RedriveParams) (*store.Redriven, error) {
 	switch {
 	case (len(p.Keys) > 0) == (p.Outcome != ""):
 		return nil, ErrBadRedrive
@@ -191,8 +220,42 @@ func (o *Operator) Redrive(ctx context.Context, p *store.RedriveParams) (*store.
 		return nil, ErrBadRedrive
 	case p.Outcome != "" && p.Outcome != response.CodeDownstreamUnavailable:
 		return nil, ErrBadRedrive
-	case p.Since < 0:
+	case p.Since < 0 || p.Limit < 0:
 		return nil, ErrBadRedrive
+	case len(p.Keys) > MaxKeys:
+		return nil, &TooManyKeysError{N: len(p.Keys)}
 	}
-	return o.Store.Redrive(ctx, p)
+	q := *p
+	q.By = nil
+	if !p.DryRun {
+		by, err := who.may()
+		if err != nil {
+			return nil, err
+		}
+		q.By = by
+	}
+	return o.Store.Redrive(ctx, &q)
+}
+
+// ErrNoKeys is returned by Release without a key to release.
+var ErrNoKeys = errors.New("name at least one key")
+
+// Release runs the client's quarantined keys as a new claim would have
+// (store.Release), never judged again; a key that is not quarantined (or is
+// superseded, erased, expired) is left as it is and reported in Skipped.
+// The audit records the release, also when it released none. It returns
+// ErrNoKeys or *TooManyKeysError for a bad selection, ErrForbidden for a
+// viewer.
+func (o *Operator) Release(ctx context.Context, who Actor, clientID string, keys []string) (*store.Redriven, error) {
+	by, err := who.may()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case clientID == "" || len(keys) == 0:
+		return nil, ErrNoKeys
+	case len(keys) > MaxKeys:
+		return nil, &TooManyKeysError{N: len(keys)}
+	}
+	return o.Store.Release(ctx, &store.ReleaseParams{ClientID: clientID, Keys: keys, By: by})
 }

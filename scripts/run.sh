@@ -32,6 +32,10 @@ fi
 : "${DEMO_WEBHOOK_SECRET:=whsec_ZGVtby13ZWJob29rLXNlY3JldC1jaGFuZ2UtbWU=}"
 : "${ADMIN_USER:=admin}"
 : "${ADMIN_PASSWORD:=admin}"
+# The console's demo logins (the clients file's operators): one that acts,
+# one that only looks. Demo values: set your own.
+: "${DEMO_OPERATOR_PASSWORD:=demo-operator-password}"
+: "${DEMO_VIEWER_PASSWORD:=demo-viewer-password}"
 # Keys every hash of personal data; a demo value: set your own.
 : "${PII_HASH_KEY:=demo-pii-hash-key-change-me-0123456789}"
 export DATABASE_URL ADMIN_USER ADMIN_PASSWORD PII_HASH_KEY
@@ -52,8 +56,17 @@ mkdir -p .run
 # site's pages (both spellings of its origin), its callback (the fake's
 # receiver, which checks the signatures) and its inbound webhook secret.
 hash=$(printf %s "$DEMO_TOKEN" | sha256sum | cut -d' ' -f1)
+operator_hash=$(printf '%s\n' "$DEMO_OPERATOR_PASSWORD" | bin/api hash-password --cost 10)
+viewer_hash=$(printf '%s\n' "$DEMO_VIEWER_PASSWORD" | bin/api hash-password --cost 10)
 demo_port="${DEMO_ADDR##*:}"
 cat > .run/clients.yaml.tmp <<YAML
+operators:                         # the console's logins, besides ADMIN_USER
+  - name: demo
+    password_bcrypt: '$operator_hash'
+    role: operator
+  - name: guest
+    password_bcrypt: '$viewer_hash'
+    role: viewer
 clients:
   - id: demo
     tokens_sha256: [$hash]
@@ -123,6 +136,8 @@ Open in a browser:
   demo lead form  http://$DEMO_ADDR/
                   a page of its own origin sending through its copy of the snippet
                   with a publishable key; reload it while it sends, or stop the api
+  console         http://$API_ADMIN_ADDR/console/   (user demo, password $DEMO_OPERATOR_PASSWORD: an operator;
+                  user guest, password $DEMO_VIEWER_PASSWORD: a viewer, who sees no enquiry)
   River UI        http://$API_ADMIN_ADDR/riverui/   (user $ADMIN_USER, password $ADMIN_PASSWORD)
 
 Look at:
@@ -151,6 +166,7 @@ Try:
   export DATABASE_URL='$DATABASE_URL' PII_HASH_KEY='$PII_HASH_KEY' CLIENTS_FILE=.run/clients.yaml
   bin/api spam list
   bin/api spam release --client demo KEY
+  # or in the console: Quarantine, tick it, Release
 
 Ctrl-C stops everything.
 MSG

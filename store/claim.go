@@ -80,7 +80,7 @@ type ClaimParams struct {
 	// its body, and unknown to its Supersedes.
 	Publishable bool
 	// ContentHMAC is the keyed hash of the lead's content without its utm
-	// (lead.HashKey.Content), what finds an earlier possible duplicate of
+	// and its attribution (lead.HashKey.Content), what finds an earlier possible duplicate of
 	// it (FlagDuplicates). May be nil.
 	ContentHMAC []byte
 	// Quarantine, when not empty, are the reasons a web page's enquiry was

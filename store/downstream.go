@@ -409,18 +409,24 @@ type DownstreamState struct {
 	// it; OldestWaiting is how long the longest of them has waited.
 	Waiting       int
 	OldestWaiting time.Duration
+	// NextProbe is when a call may next probe it while down; zero while
+	// up. HeldUntil is when a hold of its calls (a Retry-After) ends;
+	// zero when none holds.
+	NextProbe time.Time
+	HeldUntil time.Time
 }
 
 // DownstreamStates returns every downstream's state and its waiting leads.
 func (s *Store) DownstreamStates(ctx context.Context) ([]DownstreamState, error) {
 	rows, err := s.db.Query(ctx, `
 SELECT d.name, d.up, d.unauthorized, coalesce(d.down_since, 'epoch'), count(l.id),
-       coalesce(extract(epoch FROM now() - min(l.waiting_since)), 0)::float8
+       coalesce(extract(epoch FROM now() - min(l.waiting_since)), 0)::float8,
+       coalesce(d.next_probe_at, 'epoch'), coalesce(CASE WHEN d.held_until > now() THEN d.held_until END, 'epoch')
 FROM downstreams d
 LEFT JOIN leads l ON l.waiting_for = d.name
     AND EXISTS (SELECT FROM idempotency_keys k
                 WHERE k.client_id = l.client_id AND k.key = l.idempotency_key AND k.lead_id = l.id AND k.state = 'processing')
-GROUP BY d.name, d.up, d.unauthorized, d.down_since
+GROUP BY d.name, d.up, d.unauthorized, d.down_since, d.next_probe_at, d.held_until
 ORDER BY d.name`)
 	if err != nil {
 		return nil, fmt.Errorf("downstream states: %w", err)
@@ -432,13 +438,16 @@ ORDER BY d.name`)
 			st     DownstreamState
 			oldest float64
 		)
-		var since time.Time
-		if err := rows.Scan(&st.Name, &st.Up, &st.Unauthorized, &since, &st.Waiting, &oldest); err != nil {
+		var since, probe, held time.Time
+		if err := rows.Scan(&st.Name, &st.Up, &st.Unauthorized, &since, &st.Waiting, &oldest, &probe, &held); err != nil {
 			return nil, fmt.Errorf("downstream states: %w", err)
 		}
 		st.OldestWaiting = seconds(oldest)
 		if !st.Up {
-			st.DownSince = since
+			st.DownSince, st.NextProbe = since, probe
+		}
+		if held.Unix() > 0 {
+			st.HeldUntil = held
 		}
 		out = append(out, st)
 	}

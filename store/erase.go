@@ -12,20 +12,13 @@ import (
 	"github.com/leadintake/leadintake/response"
 )
 
-// Ways an erasure was asked for, as its record says.
-const (
-	ErasureByCommand  = "command"
-	ErasureByAdminAPI = "admin_api"
-)
-
 // EraseParams is one erasure request: every lead of ClientID whose email's
 // HMAC is EmailHMAC.
 type EraseParams struct {
 	ClientID  string
 	EmailHMAC []byte
-	// Via records how it was asked for: ErasureByCommand or
-	// ErasureByAdminAPI.
-	Via string
+	// By is who asks: the audit records the request.
+	By *Who
 	// Retention is how long the keys it finishes are kept.
 	Retention time.Duration
 }
@@ -46,9 +39,13 @@ type Erased struct {
 // finished as failed, 422 erased, the way every finish goes (finishTx): its
 // key replays that answer from now on, is never re-opened, its client's
 // callback hears of it, the amendment waiting for it is woken, and a run of
-// its job stops at its next step. The request is recorded (client, email
-// HMAC, count, time), also when nothing matched.
+// its job stops at its next step. The request is recorded in the audit in
+// the same transaction (who, client, the email's HMAC, count, time), also
+// when nothing matched.
 func (s *Store) Erase(ctx context.Context, p *EraseParams) (*Erased, error) {
+	if err := p.By.check(); err != nil {
+		return nil, err
+	}
 	out := &Erased{}
 	var fin finishing
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -121,13 +118,9 @@ WHERE id = ANY($1)`, ids)
 			return err
 		}
 		out.Count = int(tag.RowsAffected())
-		id, err := uuid.NewV7()
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO erasures (id, client_id, email_hmac, erased, via) VALUES ($1, $2, $3, $4, $5)`,
-			id, p.ClientID, p.EmailHMAC, out.Count, p.Via)
-		return err
+		return writeAudit(ctx, tx, &audit{
+			who: p.By, action: ActionErase, clientID: p.ClientID, count: out.Count, emailHMAC: p.EmailHMAC,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("erase: %w", err)
@@ -154,21 +147,4 @@ WHERE id IN (
 		return 0, fmt.Errorf("erase finished leads: %w", err)
 	}
 	return tag.RowsAffected(), nil
-}
-
-// Erasure is one recorded erasure request.
-type Erasure struct {
-	ClientID    string
-	EmailHMAC   []byte
-	Erased      int
-	RequestedAt time.Time
-	Via         string
-}
-
-// Erasures returns the erasure requests recorded for the client and the
-// email's HMAC, oldest first.
-func (s *Store) Erasures(ctx context.Context, clientID string, emailHMAC []byte) ([]Erasure, error) {
-	return selectAll[Erasure](ctx, s.db, "erasures", `
-SELECT client_id, email_hmac, erased, requested_at, via FROM erasures
-WHERE client_id = $1 AND email_hmac = $2 ORDER BY requested_at`, clientID, emailHMAC)
 }

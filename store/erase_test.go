@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,14 +35,20 @@ func claimedAs(t *testing.T, s *store.Store, body string) *store.Lead {
 func TestErase(t *testing.T) {
 	t.Parallel()
 	const (
-		ada   = `{"email":"Ada@Example.com","source":"website","name":"Ada","phone":"+44 1","message":"hello"}`
+		ada = `{"email":"Ada@Example.com","source":"website","name":"Ada","phone":"+44 1","message":"hello",` +
+			`"attribution":{"first":{"landing_page":"https://acme.example/landing?utm_campaign=spring-x","utm":{"campaign":"spring-x"},` +
+			`"click_ids":{"gclid":"gclid-ada-1"}},"last":{"landing_page":"https://acme.example/contact-ada"}}}`
 		other = `{"email":"grace@example.com","source":"website"}`
 	)
 
 	t.Run("ErasesEveryLeadOfTheAddress", func(t *testing.T) {
 		t.Parallel()
-		s, jobs := newStore(t, dbtest.Tx(t), "a")
+		tx := dbtest.Tx(t)
+		s, jobs := newStore(t, tx, "a")
 		unfinished := claimedAs(t, s, ada)
+		if unfinished.Lead.Attribution == nil || unfinished.Lead.Attribution.First.ClickIDs["gclid"] != "gclid-ada-1" {
+			t.Fatalf("the lead before the erasure: %+v", unfinished.Lead)
+		}
 		finished := claimedAs(t, s, ada)
 		kept := claimedAs(t, s, other)
 		run, err := s.Lead(t.Context(), finished.ID)
@@ -56,7 +63,7 @@ func TestErase(t *testing.T) {
 		callbacks := jobs.callbackCount()
 		// Another spelling of the same address: lower-cased whole.
 		erased, err := s.Erase(t.Context(), &store.EraseParams{
-			ClientID: "a", EmailHMAC: hashKey.Email("ada@EXAMPLE.com"), Via: store.ErasureByCommand, Retention: time.Hour,
+			ClientID: "a", EmailHMAC: hashKey.Email("ada@EXAMPLE.com"), By: cli, Retention: time.Hour,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -69,8 +76,19 @@ func TestErase(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !got.Erased() || got.Lead.Email != "" || got.Enrichment != nil {
+			if !got.Erased() || got.Lead.Email != "" || got.Lead.Attribution != nil || got.Enrichment != nil {
 				t.Errorf("lead %s after the erasure: %+v", l.ID, got)
+			}
+			// Nothing of the submission stays anywhere in the row: its
+			// attribution neither.
+			var row string
+			if err := tx.QueryRow(context.Background(), `SELECT row_to_json(l)::text FROM leads l WHERE id = $1`, l.ID).Scan(&row); err != nil {
+				t.Fatal(err)
+			}
+			for _, personal := range []string{"Ada", "hello", "spring-x", "gclid-ada-1", "contact-ada", "acme.example"} {
+				if strings.Contains(row, personal) {
+					t.Errorf("lead %s after the erasure holds %q: %s", l.ID, personal, row)
+				}
 			}
 		}
 		op, err := s.Operation(t.Context(), "a", unfinished.Key)
@@ -95,7 +113,7 @@ func TestErase(t *testing.T) {
 			t.Error("a run saved a step of an erased lead")
 		}
 		records, err := s.Erasures(t.Context(), "a", hashKey.Email("ada@example.com"))
-		if err != nil || len(records) != 1 || records[0].Erased != 2 || records[0].Via != store.ErasureByCommand {
+		if err != nil || len(records) != 1 || records[0].Erased != 2 || records[0].Via != store.ViaCLI || records[0].Actor != "cli" {
 			t.Errorf("erasure records %+v %v", records, err)
 		}
 	})
@@ -109,7 +127,7 @@ func TestErase(t *testing.T) {
 			if client == "b" {
 				email = "ada@example.com" // another client's address is another person's
 			}
-			erased, err := s.Erase(t.Context(), &store.EraseParams{ClientID: client, EmailHMAC: hashKey.Email(email), Via: store.ErasureByAdminAPI})
+			erased, err := s.Erase(t.Context(), &store.EraseParams{ClientID: client, EmailHMAC: hashKey.Email(email), By: adminAPI})
 			if err != nil || erased.Count != 0 {
 				t.Fatalf("erase: %+v %v", erased, err)
 			}
@@ -202,7 +220,7 @@ SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wai
 			results := make(chan result, 2)
 			erase := func() {
 				e, err := s.Erase(t.Context(), &store.EraseParams{
-					ClientID: "a", EmailHMAC: p.EmailHMAC, Via: store.ErasureByCommand, Retention: time.Hour,
+					ClientID: "a", EmailHMAC: p.EmailHMAC, By: cli, Retention: time.Hour,
 				})
 				results <- result{erased: e, err: err}
 			}

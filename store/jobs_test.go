@@ -97,3 +97,10 @@ func newStore(t testing.TB, db store.DB, callbackClients ...string) (*store.Stor
 	s.UseJobs(j)
 	return s, j
 }
+
+// Who asks for the operator actions of the tests: the command line, and the
+// admin API.
+var (
+	cli      = &store.Who{Name: "cli", Via: store.ViaCLI}
+	adminAPI = &store.Who{Name: "admin", Via: store.ViaAdminAPI}
+)

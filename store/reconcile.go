@@ -52,6 +52,21 @@ WHERE client_id = $1 AND key = $2 AND lead_id = $3 AND state = 'needs_reconcilia
 // its key does not allow lead.KeyResume or is no longer as read (another
 // reconciler, or an operator, settled it first).
 func (s *Store) Resume(ctx context.Context, l *Lead, st lead.State) (bool, error) {
+	return s.resume(ctx, l, st, nil)
+}
+
+// Settle is Resume for an operator who settled the key by hand (`api keys
+// settle`): when the lead resumes, the settle is recorded in the audit in
+// the same transaction (who, the key, the CRM id found or none); when it
+// does not, nothing is.
+func (s *Store) Settle(ctx context.Context, l *Lead, st lead.State, by *Who) (bool, error) {
+	if err := by.check(); err != nil {
+		return false, err
+	}
+	return s.resume(ctx, l, st, by)
+}
+
+func (s *Store) resume(ctx context.Context, l *Lead, st lead.State, by *Who) (bool, error) {
 	if s.jobs == nil {
 		return false, errNoJobs
 	}
@@ -82,6 +97,17 @@ RETURNING coalesce(trace_parent, '')`, readArgs(l.KeyState, pgx.NamedArgs{
 			return err
 		}
 		resumed = true
+		if by != nil {
+			detail := map[string]any{"found": st.CRM == lead.CRMAccepted}
+			if st.CRMID != "" {
+				detail["crm_id"] = st.CRMID
+			}
+			if err := writeAudit(ctx, tx, &audit{
+				who: by, action: ActionSettle, clientID: l.ClientID, keys: []KeyName{{l.ClientID, l.Key}}, count: 1, detail: detail,
+			}); err != nil {
+				return err
+			}
+		}
 		// The resumed job continues the trace of ctx (the reconciler's
 		// span in the lead's trace, see LeadTraceParent), else, for an
 		// operator's settle, the trace of the POST that last claimed or

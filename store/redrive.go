@@ -6,17 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leadintake/leadintake/lead"
 	"github.com/leadintake/leadintake/response"
-)
-
-// Ways a redrive was asked for, as its record says.
-const (
-	RedriveByCommand  = "cli"
-	RedriveByAdminAPI = "admin"
 )
 
 // RedriveParams select the finished keys an operator redrives: Keys of
@@ -27,12 +20,15 @@ type RedriveParams struct {
 	Keys     []string
 	Outcome  response.Code
 	Since    time.Duration
+	// Limit bounds the keys an Outcome selects: the Limit that finished
+	// first are redriven, the others counted in Redriven.Left; zero for
+	// no bound.
+	Limit int
 	// DryRun decides what would be redriven, and changes and records
 	// nothing.
 	DryRun bool
-	// Via records how it was asked for: RedriveByCommand or
-	// RedriveByAdminAPI.
-	Via string
+	// By is who asks: the audit records the redrive (not a dry run).
+	By *Who
 }
 
 // KeyName names one key of a client.
@@ -48,10 +44,13 @@ type Skipped struct {
 	State string `json:"state"`
 }
 
-// Redriven is what a redrive did (or, dry, would do).
+// Redriven is what a redrive or a release did (or, dry, would do).
 type Redriven struct {
 	Keys    []KeyName
 	Skipped []Skipped
+	// Left counts the keys an outcome selected past the redrive's Limit,
+	// for another redrive.
+	Left int
 }
 
 // StateNotFound is the state a redrive reports of a key that is not there.
@@ -63,8 +62,15 @@ const StateNotFound = "not_found"
 // a retry does (reopenTx: the same lead and external reference, a new job,
 // and in time a new finish and callback), in one transaction, and records
 // the redrive. A key that does not qualify is left as it is; the named ones
-// are reported in Skipped.
+// are reported in Skipped. The redrive is recorded in the audit in the same
+// transaction (who, the selection, the keys re-opened and those left), also
+// when it re-opened none; a dry run is not.
 func (s *Store) Redrive(ctx context.Context, p *RedriveParams) (*Redriven, error) {
+	if !p.DryRun {
+		if err := p.By.check(); err != nil {
+			return nil, err
+		}
+	}
 	return s.reopenKeys(ctx, "redrive", func(tx pgx.Tx, out *Redriven) error {
 		type candidate struct {
 			name KeyName
@@ -85,23 +91,32 @@ func (s *Store) Redrive(ctx context.Context, p *RedriveParams) (*Redriven, error
 				}
 			}
 		} else {
+			// The keys that cannot be re-opened (superseded, erased,
+			// expired) are left out here already, so that a bound takes
+			// only keys it redrives and counts only those left to redrive;
+			// lead.Key decides below all the same.
 			rows, err := tx.Query(ctx, `
-SELECT k.client_id, k.key, `+keyColumns+`
+SELECT k.client_id, k.key, `+keyColumns+`, count(*) OVER ()
 FROM idempotency_keys k
 WHERE k.state = 'failed' AND k.failure_code = @outcome AND (@client = '' OR k.client_id = @client)
   AND (@since::float8 = 0 OR k.finished_at > now() - @since::float8 * interval '1 second')
-ORDER BY k.finished_at, k.client_id, k.key`,
-				pgx.NamedArgs{"outcome": string(p.Outcome), "client": p.ClientID, "since": p.Since.Seconds()})
+  AND k.superseded_by IS NULL AND k.expires_at > now()
+  AND NOT EXISTS (SELECT FROM leads l WHERE l.id = k.lead_id AND l.erased_at IS NOT NULL)
+ORDER BY k.finished_at, k.client_id, k.key
+LIMIT nullif(@limit::int, 0)`,
+				pgx.NamedArgs{"outcome": string(p.Outcome), "client": p.ClientID, "since": p.Since.Seconds(), "limit": p.Limit})
 			if err != nil {
 				return err
 			}
 			for rows.Next() {
 				c := candidate{ok: true}
-				if err := rows.Scan(append([]any{&c.name.ClientID, &c.name.Key}, scanKey(&c.key)...)...); err != nil {
+				var matched int
+				if err := rows.Scan(append(append([]any{&c.name.ClientID, &c.name.Key}, scanKey(&c.key)...), &matched)...); err != nil {
 					rows.Close()
 					return err
 				}
 				cands = append(cands, c)
+				out.Left = matched - len(cands)
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
@@ -129,20 +144,22 @@ ORDER BY k.finished_at, k.client_id, k.key`,
 		if p.DryRun {
 			return errNothingToCommit
 		}
-		id, err := uuid.NewV7()
-		if err != nil {
-			return err
+		detail := map[string]any{"keys_named": len(p.Keys)}
+		if p.Outcome != "" {
+			detail["outcome"] = p.Outcome
 		}
-		var since *float64
 		if p.Since > 0 {
-			secs := p.Since.Seconds()
-			since = &secs
+			detail["since_seconds"] = p.Since.Seconds()
 		}
-		_, err = tx.Exec(ctx, `
-INSERT INTO redrives (id, via, client_id, outcome, since, keys, redriven)
-VALUES ($1, $2, $3, $4, $5 * interval '1 second', $6, $7)`,
-			id, p.Via, nullIfEmpty(p.ClientID), nullIfEmpty(p.Outcome), since, len(p.Keys), len(out.Keys))
-		return err
+		if len(out.Skipped) > 0 {
+			detail["skipped"] = out.Skipped
+		}
+		if out.Left > 0 {
+			detail["left"] = out.Left
+		}
+		return writeAudit(ctx, tx, &audit{
+			who: p.By, action: ActionRedrive, clientID: p.ClientID, keys: out.Keys, count: len(out.Keys), detail: detail,
+		})
 	})
 }
 

@@ -22,10 +22,16 @@ const StateAlreadySuperseded = "already_superseded"
 // re-opens a key (reopenTx: the same lead, a new job; in time a finish and
 // its callback), never judged again; a quarantined amendment supersedes its
 // key now. A key that does not qualify is left as it is and reported in
-// Skipped with its state. All in one transaction.
-func (s *Store) Release(ctx context.Context, clientID string, keys []string) (*Redriven, error) {
+// Skipped with its state. All in one transaction, with the release's row
+// in the audit (who, the keys released and those left), also when it
+// released none.
+func (s *Store) Release(ctx context.Context, p *ReleaseParams) (*Redriven, error) {
+	if err := p.By.check(); err != nil {
+		return nil, err
+	}
+	clientID := p.ClientID
 	return s.reopenKeys(ctx, "release", func(tx pgx.Tx, out *Redriven) error {
-		for _, key := range keys {
+		for _, key := range p.Keys {
 			name := KeyName{ClientID: clientID, Key: key}
 			e, err := readKey(ctx, tx, clientID, key)
 			switch {
@@ -62,11 +68,22 @@ WHERE client_id = $1 AND key = $2 AND (superseded_by IS NULL OR superseded_by = 
 			}
 			out.Keys = append(out.Keys, name)
 		}
-		if len(out.Keys) == 0 {
-			return errNothingToCommit
+		var detail map[string]any
+		if len(out.Skipped) > 0 {
+			detail = map[string]any{"skipped": out.Skipped}
 		}
-		return nil
+		return writeAudit(ctx, tx, &audit{
+			who: p.By, action: ActionRelease, clientID: clientID, keys: out.Keys, count: len(out.Keys), detail: detail,
+		})
 	})
+}
+
+// ReleaseParams name the quarantined keys an operator releases.
+type ReleaseParams struct {
+	ClientID string
+	Keys     []string
+	// By is who asks: the audit records the release.
+	By *Who
 }
 
 // QuarantinedKey is one quarantined key as an operator lists it: no
@@ -114,17 +131,30 @@ type QuarantinedEnquiry struct {
 	Submission []byte
 }
 
-// QuarantinedEnquiry returns the client's quarantined key and its enquiry;
+// QuarantinedEnquiry returns the client's quarantined key and its enquiry,
+// for who asks, and records the look in the audit in the same transaction;
 // ErrNotFound when the client has no such key, or it is not quarantined
-// (or expired).
-func (s *Store) QuarantinedEnquiry(ctx context.Context, clientID, key string) (*QuarantinedEnquiry, error) {
+// (or expired): nothing shown, nothing recorded.
+func (s *Store) QuarantinedEnquiry(ctx context.Context, clientID, key string, by *Who) (*QuarantinedEnquiry, error) {
+	if err := by.check(); err != nil {
+		return nil, err
+	}
 	var q QuarantinedEnquiry
-	err := s.db.QueryRow(ctx, `
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `
 SELECT k.client_id, k.key, k.lead_id, k.created_at, coalesce(l.spam_reasons, '{}'), l.submission
 FROM idempotency_keys k
 JOIN leads l ON l.id = k.lead_id
 WHERE k.client_id = $1 AND k.key = $2 AND k.state = 'quarantined' AND (k.expires_at IS NULL OR k.expires_at > now())`,
-		clientID, key).Scan(&q.ClientID, &q.Key, &q.LeadID, &q.CreatedAt, &q.Reasons, &q.Submission)
+			clientID, key).Scan(&q.ClientID, &q.Key, &q.LeadID, &q.CreatedAt, &q.Reasons, &q.Submission)
+		if err != nil {
+			return err
+		}
+		return writeAudit(ctx, tx, &audit{
+			who: by, action: ActionShowEnquiry, clientID: clientID, keys: []KeyName{{clientID, key}}, count: 1,
+			detail: map[string]any{"quarantined": true},
+		})
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}

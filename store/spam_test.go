@@ -54,12 +54,12 @@ func TestQuarantineAndRelease(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Key != p.Key || len(list[0].Reasons) != 2 {
 		t.Fatalf("quarantined %+v %v", list, err)
 	}
-	q, err := s.QuarantinedEnquiry(t.Context(), "a", p.Key)
+	q, err := s.QuarantinedEnquiry(t.Context(), "a", p.Key, cli)
 	if err != nil || !json.Valid(q.Submission) || len(q.Submission) == 0 {
 		t.Fatalf("enquiry %+v %v", q, err)
 	}
 
-	done, err := s.Release(t.Context(), "a", []string{p.Key, testkit.NewKey()})
+	done, err := s.Release(t.Context(), &store.ReleaseParams{ClientID: "a", Keys: []string{p.Key, testkit.NewKey()}, By: cli})
 	if err != nil || len(done.Keys) != 1 || len(done.Skipped) != 1 || done.Skipped[0].State != store.StateNotFound {
 		t.Fatalf("release: %+v %v", done, err)
 	}
@@ -68,7 +68,7 @@ func TestQuarantineAndRelease(t *testing.T) {
 		t.Fatalf("lead after release %+v %v", l, err)
 	}
 	// Released once: now it is processing.
-	if again, _ := s.Release(t.Context(), "a", []string{p.Key}); len(again.Keys) != 0 || again.Skipped[0].State != string(lead.KeyProcessing) {
+	if again, _ := s.Release(t.Context(), &store.ReleaseParams{ClientID: "a", Keys: []string{p.Key}, By: cli}); len(again.Keys) != 0 || again.Skipped[0].State != string(lead.KeyProcessing) {
 		t.Fatalf("second release: %+v", again)
 	}
 	if list, _ := s.Quarantined(t.Context(), store.QuarantineFilter{}); len(list) != 0 {
@@ -88,7 +88,7 @@ func TestQuarantinedAmendment(t *testing.T) {
 	if op, _ := s.Operation(t.Context(), "a", first.Key); op.SupersededBy != "" {
 		t.Fatalf("a quarantined amendment superseded its key: %+v", op)
 	}
-	if _, err := s.Release(t.Context(), "a", []string{amendment.Key}); err != nil {
+	if _, err := s.Release(t.Context(), &store.ReleaseParams{ClientID: "a", Keys: []string{amendment.Key}, By: cli}); err != nil {
 		t.Fatal(err)
 	}
 	if op, _ := s.Operation(t.Context(), "a", first.Key); op.SupersededBy != amendment.Key {
@@ -128,7 +128,7 @@ func TestQuarantinedEnquiryErased(t *testing.T) {
 	p.EmailHMAC, p.ContentHMAC = hashKey.Email("ada@example.com"), hashKey.Content(p.Payload)
 	res := quarantine(t, s, p, "too_fast")
 	erased, err := s.Erase(t.Context(), &store.EraseParams{
-		ClientID: "a", EmailHMAC: hashKey.Email("ada@example.com"), Via: store.ErasureByCommand, Retention: time.Hour,
+		ClientID: "a", EmailHMAC: hashKey.Email("ada@example.com"), By: cli, Retention: time.Hour,
 	})
 	if err != nil || erased.Count != 1 || erased.Finished != 0 {
 		t.Fatalf("erased %+v %v, want the one lead, finished already", erased, err)
@@ -144,7 +144,7 @@ func TestQuarantinedEnquiryErased(t *testing.T) {
 	if r := claim(t, s, p); r.Outcome != store.OutcomeReplayed || r.Response.Status != 200 {
 		t.Fatalf("retry after the erasure: %+v", r)
 	}
-	done, err := s.Release(t.Context(), "a", []string{p.Key})
+	done, err := s.Release(t.Context(), &store.ReleaseParams{ClientID: "a", Keys: []string{p.Key}, By: cli})
 	if err != nil || len(done.Keys) != 0 || len(done.Skipped) != 1 || done.Skipped[0].State != "erased" {
 		t.Fatalf("release of an erased enquiry: %+v %v", done, err)
 	}

@@ -78,6 +78,9 @@ var publishedSnippets = map[string]string{
 	// CORS headers is the api out of reach, not a refusal; back online,
 	// stored enquiries go at once.
 	"1.1.0": "sha384-jVRxcc3XQCHVxvVCxE5EOJmjEYUVdDgs/d7JN9i3PD/D5nMWdIGy/Ehygk+oVSGJ",
+	// Attribution: the first touch kept 90 days and the page of the form,
+	// fixed with the enquiry; attribution: false turns it off.
+	"1.2.0": "sha384-+Vigc8fYWgDlVuJ8x/FIl2kGCEml7bYJR+zY4Li/tQEZ9qeBU26w72ZQaqU4H5xE",
 }
 
 // The snippet's version is published, and its bytes are the ones its
@@ -140,6 +143,28 @@ func TestFormsPageIntegrity(t *testing.T) {
 	}
 	if url := "leadintake@" + web.SnippetVersion + ".js"; !strings.Contains(page, url) {
 		t.Errorf("docs/forms.md does not name the current versioned URL, %s", url)
+	}
+}
+
+// docs/attribution.md gives the version that brought attribution, 1.2.0,
+// with its integrity hash: a published version's, as the README's.
+func TestDocsAttributionIntegrity(t *testing.T) {
+	t.Parallel()
+	page := string(readFile(t, "../docs/attribution.md"))
+	hashes := regexp.MustCompile(`sha384-[A-Za-z0-9+/]{64}`).FindAllString(page, -1)
+	versions := regexp.MustCompile(`leadintake@([0-9A-Za-z._-]+)\.js`).FindAllStringSubmatch(page, -1)
+	if len(hashes) == 0 || len(versions) == 0 {
+		t.Fatalf("docs/attribution.md gives %d hashes and %d versioned URLs; want the version 1.2.0's", len(hashes), len(versions))
+	}
+	for _, v := range versions {
+		if v[1] != "1.2.0" {
+			t.Errorf("docs/attribution.md names %s, want the version that brought attribution, 1.2.0", v[0])
+		}
+	}
+	for _, h := range hashes {
+		if h != publishedSnippets["1.2.0"] {
+			t.Errorf("docs/attribution.md gives the integrity %s; version 1.2.0 was published as %s", h, publishedSnippets["1.2.0"])
+		}
 	}
 }
 
@@ -220,6 +245,15 @@ const handle = declared.attachForm(form, { api: "https://leads.example.com", pub
 handle.detach();
 declared.submitLead({ publishableKey: "pk_x", lead: { email: "a@example.com", source: "website", fields: { budget: "10k" } }, captcha: () => "t", shownAt: Date.now() })
   .then((a: declared.Answer) => a.status === "received" || a.status === "completed");
+// Attribution: off for a page, or given by the page itself.
+declared.attachForm(form, { publishableKey: "pk_x", attribution: false });
+const touch: declared.Touch = { landing_page: "https://acme.example/?utm_source=g", utm: { source: "g" }, click_ids: { gclid: "abc" }, at: new Date().toISOString() };
+const attribution: declared.Attribution = { first: touch, last: { landing_page: "https://acme.example/contact", referrer: null } };
+declared.submitLead({ publishableKey: "pk_x", attribution: true, lead: { email: "a@example.com", source: "website", attribution } });
+// @ts-expect-error: a touch has no other member.
+declared.submitLead({ publishableKey: "pk_x", lead: { email: "a@example.com", source: "website", attribution: { first: { page: "x" } } } });
+// @ts-expect-error: nor click_ids.
+const wrongID: declared.Touch = { click_ids: { ttclid: "x" } };
 `
 
 // The declarations against the module, with the TypeScript compiler from

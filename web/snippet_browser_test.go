@@ -166,7 +166,8 @@ func submitIn(t *testing.T, tab context.Context, api *scriptedAPI, lead string, 
 
 // runIn evaluates call, a promise of an Answer made with the module m and
 // the options opts (the api, the key, the progress target, timeout and
-// wait), in the page against api, after setup. Beside each progress event
+// wait; without attribution, so that the bodies are the leads as given:
+// TestSnippetAttribution tests it), in the page against api, after setup. Beside each progress event
 // it records what localStorage holds for the enquiry at that moment.
 func runIn(t *testing.T, tab context.Context, api *scriptedAPI, call string, timeout time.Duration, setup string) outcome {
 	t.Helper()
@@ -178,7 +179,7 @@ func runIn(t *testing.T, tab context.Context, api *scriptedAPI, call string, tim
 			events.push([e.detail.state, e.detail.reason ?? "", e.detail.wait ?? ""].join(" ").trim());
 			stored.push(localStorage.getItem(name) ?? "");
 		});
-		const opts = { api: %q, publishableKey: %q, target, timeout: %d, wait: 3 };
+		const opts = { api: %q, publishableKey: %q, target, timeout: %d, wait: 3, attribution: false };
 		let out;
 		try {
 			out = { answer: await %s };

@@ -50,7 +50,7 @@ const questionnaireLead = `{"email":"ada@example.com","source":"referral","name"
 
 // formIn puts questionnaire into the page, runs prepare (JavaScript, with
 // form and m, the module, in scope), attaches the snippet to the form with
-// the map of questionnaire, and then, when submit, submits it. It returns
+// the map of questionnaire (and without attribution), and then, when submit, submits it. It returns
 // when the form's run is over: what the form says, the requests api got.
 func formIn(t *testing.T, tab context.Context, api *scriptedAPI, prepare string, submit bool) (state, status string) {
 	t.Helper()
@@ -62,7 +62,7 @@ func formIn(t *testing.T, tab context.Context, api *scriptedAPI, prepare string,
 		const over = new Promise((resolve) => form.addEventListener(m.PROGRESS_EVENT, (e) => {
 			if (["done", "failed", "uncertain"].includes(e.detail.state)) setTimeout(resolve, 0);
 		}));
-		m.attachForm(form, { api: %q, publishableKey: %q, timeout: 30000, wait: 3,
+		m.attachForm(form, { api: %q, publishableKey: %q, timeout: 30000, wait: 3, attribution: false,
 			map: { email: "work_email", name: "full_name", company: "organisation" } });
 		if (%t) form.requestSubmit();
 		await over;
@@ -225,7 +225,7 @@ func TestAttachFormInBrowser(t *testing.T) {
 			const over = new Promise((resolve) => form.addEventListener(m.PROGRESS_EVENT, (e) => {
 				if (["done", "failed", "uncertain"].includes(e.detail.state)) setTimeout(resolve, 0);
 			}));
-			m.attachForm(form, { api: %q, publishableKey: %q, timeout: 30000, wait: 3 });
+			m.attachForm(form, { api: %q, publishableKey: %q, timeout: 30000, wait: 3, attribution: false });
 			form.requestSubmit();
 			await over;
 			return JSON.stringify([read, form.dataset.leadintakeState, String(({}).polluted), String(Object.prototype.constructor === Object)]);

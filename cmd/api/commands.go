@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -8,12 +10,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/internal/service"
@@ -114,11 +121,37 @@ func parseArgs(fs *flag.FlagSet, args []string, want int, usage string, stdout i
 	return positional, nil
 }
 
-// printJSON writes v as one indented JSON document.
+// printJSON writes v as one indented JSON document, with the characters
+// printable escapes written as JSON escapes (see jsonPrintable).
 func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, jsonPrintable(buf.String()))
+	return err
+}
+
+// jsonPrintable returns doc, a JSON document, with every character that
+// printable would escape written as a JSON escape (\u202e): the same
+// document to a program, harmless on a terminal. Such characters can only
+// be within strings (outside them JSON has white space and ASCII
+// punctuation), where an escape stands for the character itself;
+// encoding/json leaves C1 and bidirectional controls as they are.
+func jsonPrintable(doc string) string {
+	var b strings.Builder
+	for _, r := range doc {
+		if r == '\n' || graphic(r) {
+			b.WriteRune(r)
+			continue
+		}
+		for _, u := range utf16.Encode([]rune{r}) {
+			fmt.Fprintf(&b, `\u%04x`, u)
+		}
+	}
+	return b.String()
 }
 
 // printList prints items as one JSON array (empty, not null, for none), or
@@ -162,7 +195,7 @@ func runErase(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer closeOp()
-	n, err := op.Erase(ctx, *clientID, *email, store.ErasureByCommand)
+	n, err := op.Erase(ctx, operator.CLI, *clientID, *email)
 	if errors.Is(err, operator.ErrBadEmail) {
 		return &service.UsageError{Msg: "--email: " + err.Error(), Usage: eraseUsage}
 	}
@@ -217,14 +250,14 @@ func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		defer closeOp()
-		keys, err := op.Store.ListKeys(ctx, store.KeyFilter{
+		keys, err := op.Keys(ctx, store.KeyFilter{
 			ClientID: *clientID, State: lead.KeyState(*state), OlderThan: *olderThan, Limit: *limit,
 		})
 		if err != nil {
 			return err
 		}
 		return printList(stdout, *asJSON, keys, "CLIENT\tKEY\tSTATE\tLEAD\tCREATED\tAGE", func(k store.KeySummary) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", k.ClientID, k.Key, k.State, k.LeadID,
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", printable(k.ClientID), printable(k.Key), k.State, k.LeadID,
 				k.CreatedAt.UTC().Format(time.RFC3339), time.Since(k.CreatedAt).Round(time.Second))
 		})
 
@@ -251,7 +284,7 @@ func runKeys(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer closeOp()
 		if args[0] == "settle" {
-			if err := op.Settle(ctx, *clientID, key, !*notFound, *crmID); err != nil {
+			if err := op.Settle(ctx, operator.CLI, *clientID, key, !*notFound, *crmID); err != nil {
 				return notFoundAsError(err)
 			}
 		}
@@ -294,7 +327,7 @@ func validState(s string) bool {
 // printReport prints a key for people, one field a line.
 func printReport(w io.Writer, r *operator.KeyReport) error {
 	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
-	line := func(name, value string) { fmt.Fprintf(tw, "%s\t%s\n", name, value) }
+	line := func(name, value string) { fmt.Fprintf(tw, "%s\t%s\n", name, printable(value)) }
 	opt := func(p *string) string {
 		if p == nil {
 			return "-"
@@ -321,11 +354,11 @@ func printReport(w io.Writer, r *operator.KeyReport) error {
 	}
 	line("enrichment", cmp.Or(string(r.Enrichment), "pending"))
 	line("crm", strings.TrimSpace(string(r.CRM)+" "+r.CRMID))
-	line("crm destination", cmp.Or(r.CRMDestination, "-"))
-	line("owner", opt(r.Owner))
+	line("crm destination", printable(cmp.Or(r.CRMDestination, "-")))
+	line("owner", printable(opt(r.Owner)))
 	line("notification", cmp.Or(string(r.Notification), "pending"))
 	for _, c := range r.Channels {
-		line("  "+c.Name, cmp.Or(string(c.State), "pending"))
+		line("  "+printable(c.Name), cmp.Or(string(c.State), "pending"))
 	}
 	line("supersedes", opt(r.Supersedes))
 	line("superseded by", opt(r.SupersededBy))
@@ -347,7 +380,7 @@ func printReport(w io.Writer, r *operator.KeyReport) error {
 	tw = tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tDESTINATION\tKIND\tATTEMPT\tSTARTED\tDURATION\tOUTCOME")
 	for _, c := range r.Calls {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%dms\t%s\n", c.Step, c.Destination, c.Kind, c.Attempt, c.StartedAt.Format(time.RFC3339Nano), c.DurationMS, c.Outcome)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%dms\t%s\n", printable(c.Step), printable(c.Destination), printable(c.Kind), c.Attempt, c.StartedAt.Format(time.RFC3339Nano), c.DurationMS, printable(c.Outcome))
 	}
 	return tw.Flush()
 }
@@ -393,10 +426,11 @@ func runLeads(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer closeOp()
-	done, err := op.Redrive(ctx, &store.RedriveParams{
-		ClientID: *clientID, Keys: keys, Outcome: response.Code(*outcome), Since: *since, DryRun: *dryRun, Via: store.RedriveByCommand,
+	done, err := op.Redrive(ctx, operator.CLI, &store.RedriveParams{
+		ClientID: *clientID, Keys: keys, Outcome: response.Code(*outcome), Since: *since, DryRun: *dryRun,
 	})
-	if errors.Is(err, operator.ErrBadRedrive) {
+	var tooMany *operator.TooManyKeysError
+	if errors.Is(err, operator.ErrBadRedrive) || errors.As(err, &tooMany) {
 		return &service.UsageError{Msg: err.Error(), Usage: leadsUsage}
 	}
 	if err != nil {
@@ -412,7 +446,7 @@ func runLeads(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // fail, saying they were left (left).
 func printReopened(stdout, stderr io.Writer, asJSON bool, verb string, done *store.Redriven, why func(store.Skipped) string, left string) error {
 	for _, sk := range done.Skipped {
-		fmt.Fprintf(stderr, "key %s of client %s %s: left as it is\n", sk.Key, sk.ClientID, why(sk))
+		fmt.Fprintf(stderr, "key %s of client %s %s: left as it is\n", printable(sk.Key), printable(sk.ClientID), printable(why(sk)))
 	}
 	var err error
 	if asJSON {
@@ -466,12 +500,12 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		defer closeOp()
-		keys, err := op.Store.Quarantined(ctx, store.QuarantineFilter{ClientID: *clientID, Since: *since, Limit: *limit})
+		keys, err := op.Quarantined(ctx, store.QuarantineFilter{ClientID: *clientID, Since: *since, Limit: *limit})
 		if err != nil {
 			return err
 		}
 		return printList(stdout, *asJSON, keys, "CLIENT\tKEY\tLEAD\tQUARANTINED\tREASONS", func(k store.QuarantinedKey) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", k.ClientID, k.Key, k.LeadID, k.CreatedAt.UTC().Format(time.RFC3339), strings.Join(k.Reasons, ","))
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", printable(k.ClientID), printable(k.Key), k.LeadID, k.CreatedAt.UTC().Format(time.RFC3339), printable(strings.Join(k.Reasons, ",")))
 		})
 
 	case "show":
@@ -489,7 +523,7 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		defer closeOp()
-		q, err := op.Store.QuarantinedEnquiry(ctx, *clientID, rest[0])
+		q, err := op.QuarantinedEnquiry(ctx, operator.CLI, *clientID, rest[0])
 		if errors.Is(err, store.ErrNotFound) {
 			return errors.New("no quarantined key of that client with that key (or it expired)")
 		}
@@ -502,18 +536,7 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				"reasons": q.Reasons, "enquiry": json.RawMessage(cmp.Or(string(q.Submission), "null")),
 			})
 		}
-		tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "client\t%s\nkey\t%s\nlead\t%s\nquarantined\t%s\nreasons\t%s\n",
-			q.ClientID, q.Key, q.LeadID, q.CreatedAt.UTC().Format(time.RFC3339), strings.Join(q.Reasons, ","))
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		enquiry := "(erased)"
-		if q.Submission != nil {
-			enquiry = string(q.Submission)
-		}
-		_, err = fmt.Fprintf(stdout, "\nenquiry\n%s\n", enquiry)
-		return err
+		return printQuarantined(stdout, q)
 
 	case "release":
 		keys, err := parseArgs(fs, args[1:], -1, spamUsage, stdout)
@@ -532,7 +555,11 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		defer closeOp()
-		done, err := op.Store.Release(ctx, *clientID, keys)
+		done, err := op.Release(ctx, operator.CLI, *clientID, keys)
+		var tooMany *operator.TooManyKeysError
+		if errors.As(err, &tooMany) {
+			return &service.UsageError{Msg: err.Error(), Usage: spamUsage}
+		}
 		if err != nil {
 			return err
 		}
@@ -540,4 +567,165 @@ func runSpam(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			func(sk store.Skipped) string { return fmt.Sprintf("was not released (it is %s)", sk.State) }, "were not released")
 	}
 	return &service.UsageError{Msg: fmt.Sprintf("unknown spam command %q", args[0]), Usage: spamUsage}
+}
+
+// printQuarantined prints a quarantined enquiry for people: its key, one
+// field a line, then the enquiry as stored. The enquiry is what a visitor
+// sent: it is printed through printable, as every text the commands show.
+func printQuarantined(w io.Writer, q *store.QuarantinedEnquiry) error {
+	tw := tabwriter.NewWriter(w, 2, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "client\t%s\nkey\t%s\nlead\t%s\nquarantined\t%s\nreasons\t%s\n",
+		printable(q.ClientID), printable(q.Key), q.LeadID, q.CreatedAt.UTC().Format(time.RFC3339), printable(strings.Join(q.Reasons, ",")))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	enquiry := "(erased)"
+	if q.Submission != nil {
+		enquiry = printable(string(q.Submission))
+	}
+	_, err := fmt.Fprintf(w, "\nenquiry\n%s\n", enquiry)
+	return err
+}
+
+// printable returns s as a terminal can show it harmlessly: every
+// character that is not a graphic one (C0 and C1 controls and DEL, the
+// bidirectional controls U+202A-U+202E, U+2066-U+2069, U+200E, U+200F and
+// U+061C, other format characters, line and paragraph separators, spaces
+// other than the ASCII one) is written as an escape (\x1b, \u202e), and so
+// is every byte that is not UTF-8. Text a visitor sent can then neither
+// drive the terminal (an escape sequence) nor make a line show in another
+// order than its characters (a bidirectional override), nor start a line
+// of its own in a table.
+func printable(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !graphic(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case graphic(r):
+			b.WriteString(s[i : i+size])
+		case r < utf8.RuneSelf:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// graphic reports whether a terminal shows r as itself: a letter, mark,
+// number, punctuation or symbol (unicode.IsPrint), or the ASCII space.
+func graphic(r rune) bool { return r == ' ' || unicode.IsPrint(r) }
+
+const auditUsage = "api audit list [--since DURATION] [--limit N] [--json]"
+
+// runAudit is `api audit list`: what operators did (releases, redrives,
+// settles, erasures, looks at enquiries), by whom and when, oldest first,
+// within --since; a table for people, --json for scripts.
+func runAudit(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "list" {
+		return &service.UsageError{Msg: "audit needs list", Usage: auditUsage}
+	}
+	fs := flag.NewFlagSet("audit list", flag.ContinueOnError)
+	since := fs.Duration("since", 0, "actions recorded within this long (default: all)")
+	limit := fs.Int("limit", 1000, "at most this many, the newest")
+	asJSON := fs.Bool("json", false, "print one JSON document")
+	_, err := parseArgs(fs, args[1:], 0, auditUsage, stdout)
+	switch {
+	case errors.Is(err, errHelped):
+		return nil
+	case err != nil:
+		return err
+	case *since < 0:
+		return &service.UsageError{Msg: "--since must not be negative", Usage: auditUsage}
+	case *limit < 1:
+		return &service.UsageError{Msg: "--limit must be at least 1", Usage: auditUsage}
+	}
+	op, closeOp, err := operatorFor(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeOp()
+	entries, err := op.Audit(ctx, store.AuditFilter{Since: *since, Limit: *limit})
+	if err != nil {
+		return err
+	}
+	slices.Reverse(entries)
+	if *asJSON {
+		if entries == nil {
+			entries = []store.AuditEntry{}
+		}
+		return printJSON(stdout, entries)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tWHO\tVIA\tACTION\tCLIENT\tCOUNT\tKEYS")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.At.UTC().Format(time.RFC3339), printable(e.Actor), e.Via, e.Action,
+			printable(cmp.Or(e.ClientID, "-")), e.Count, printable(keyList(e.Keys, 5)))
+	}
+	return tw.Flush()
+}
+
+// keyList names up to n keys, "-" for none, and how many more there are.
+func keyList(keys []store.KeyName, n int) string {
+	if len(keys) == 0 {
+		return "-"
+	}
+	names := make([]string, 0, n)
+	for i, k := range keys {
+		if i == n {
+			break
+		}
+		names = append(names, k.ClientID+"/"+k.Key)
+	}
+	out := strings.Join(names, ",")
+	if len(keys) > n {
+		out += fmt.Sprintf(" (+%d)", len(keys)-n)
+	}
+	return out
+}
+
+const hashPasswordUsage = "api hash-password [--cost N] < PASSWORD"
+
+// runHashPassword is `api hash-password`: it reads a password, the first
+// line of stdin, and prints its bcrypt hash, for an operator's
+// password_bcrypt in the clients file. The password is read from stdin so
+// that it stays out of the process list and the shell's history.
+func runHashPassword(args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := flag.NewFlagSet("hash-password", flag.ContinueOnError)
+	cost := fs.Int("cost", 12, fmt.Sprintf("bcrypt's cost, %d to %d", callers.MinBcryptCost, bcrypt.MaxCost))
+	_, err := parseArgs(fs, args, 0, hashPasswordUsage, stdout)
+	switch {
+	case errors.Is(err, errHelped):
+		return nil
+	case err != nil:
+		return err
+	case *cost < callers.MinBcryptCost || *cost > bcrypt.MaxCost:
+		return &service.UsageError{Msg: fmt.Sprintf("--cost must be %d to %d", callers.MinBcryptCost, bcrypt.MaxCost), Usage: hashPasswordUsage}
+	}
+	line, err := bufio.NewReader(io.LimitReader(stdin, 1024)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read the password: %w", err)
+	}
+	password := strings.TrimRight(line, "\r\n")
+	switch {
+	case password == "":
+		return &service.UsageError{Msg: "no password on stdin", Usage: hashPasswordUsage}
+	case len(password) > 72:
+		// bcrypt reads 72 bytes at most.
+		return &service.UsageError{Msg: "the password is longer than bcrypt's 72 bytes", Usage: hashPasswordUsage}
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), *cost)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, string(hash))
+	return err
 }

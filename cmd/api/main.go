@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/intake"
 	"github.com/leadintake/leadintake/internal/admin"
+	"github.com/leadintake/leadintake/internal/console"
 	"github.com/leadintake/leadintake/internal/service"
 	"github.com/leadintake/leadintake/internal/tracing"
 	"github.com/leadintake/leadintake/jobs"
@@ -36,11 +38,11 @@ func main() { service.Main("api", run) }
 type config struct {
 	service.Common
 	APIAddr   string `envconfig:"API_ADDR" default:":8080" desc:"public listener"`
-	AdminAddr string `envconfig:"ADMIN_ADDR" default:"127.0.0.1:8081" desc:"operators' listener: /metrics, and River UI under /riverui/ (served only with ADMIN_USER and ADMIN_PASSWORD)"`
+	AdminAddr string `envconfig:"ADMIN_ADDR" default:"127.0.0.1:8081" desc:"operators' listener: /metrics, and River UI under /riverui/ and the console under /console/ (served only with ADMIN_USER and ADMIN_PASSWORD)"`
 	// APIClients is parsed after the rest: a parse error must not quote
 	// it (a hash list, or a token pasted by mistake).
 	APIClients      string        `envconfig:"API_CLIENTS" desc:"comma-separated client_id=sha256hex(token) entries; required unless CLIENTS_FILE is set"`
-	ClientsFile     string        `envconfig:"CLIENTS_FILE" desc:"path of the clients file (tokens, publishable keys, callbacks, webhook secrets); read again on SIGHUP"`
+	ClientsFile     string        `envconfig:"CLIENTS_FILE" desc:"path of the clients file (tokens, publishable keys, callbacks, webhook secrets, console logins); read again on SIGHUP"`
 	PublicRateLimit string        `envconfig:"PUBLIC_RATE_LIMIT" default:"20/m" desc:"new submissions per publishable key and client IP, per api process (N/s, N/m, N/h)"`
 	TrustedProxies  string        `envconfig:"TRUSTED_PROXIES" desc:"comma-separated CIDRs whose X-Forwarded-For is believed when finding a client IP"`
 	AllowedSources  []string      `envconfig:"ALLOWED_SOURCES" default:"website,linkedin,referral,ads,event" desc:"allowed values of a lead's source; empty allows any"`
@@ -94,12 +96,14 @@ var commandList = []struct{ usage, does string }{
 	{keysUsage, "list and show keys, and settle a key awaiting reconciliation"},
 	{leadsUsage, "re-open failed keys, as a retry of each would"},
 	{spamUsage, "list and look at quarantined enquiries, and release them"},
+	{auditUsage, "list what operators did (releases, redrives, settles, erasures, looks), by whom"},
+	{hashPasswordUsage, "print the bcrypt hash of a console password read from stdin"},
 }
 
 // usageHeader is what `api -h` prints before the table of the environment.
 func usageHeader() string {
 	var b strings.Builder
-	b.WriteString("Usage: api [migrate | erase | keys | leads | spam] [-h]\n\n")
+	b.WriteString("Usage: api [migrate | erase | keys | leads | spam | audit | hash-password] [-h]\n\n")
 	for _, c := range commandList {
 		for _, line := range strings.Split(c.usage, "\n") {
 			fmt.Fprintf(&b, "  %s\n", strings.TrimSpace(line))
@@ -130,6 +134,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runLeads(ctx, args[2:], stdout, stderr)
 		case a == "spam":
 			return runSpam(ctx, args[2:], stdout, stderr)
+		case a == "audit":
+			return runAudit(ctx, args[2:], stdout)
+		case a == "hash-password":
+			return runHashPassword(args[2:], os.Stdin, stdout)
 		default:
 			return &service.UsageError{Msg: fmt.Sprintf("unknown argument %q (try -h)", a)}
 		}
@@ -150,7 +158,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("config: TRUSTED_PROXIES: %w", err)
 	}
-	source := callers.Source{APIClients: cfg.APIClients, Path: cfg.ClientsFile}
+	source := callers.Source{APIClients: cfg.APIClients, Path: cfg.ClientsFile, Check: func(set *callers.Set) error {
+		// The audit names ADMIN_USER and the clients file's operators
+		// alike: two people must not share a name.
+		if _, ok := set.Operator(cfg.AdminUser); ok && cfg.AdminUser != "" {
+			return errors.New("CLIENTS_FILE: an operator has the name of ADMIN_USER; give one of them another")
+		}
+		return nil
+	}}
 	clients, err := source.Load()
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -257,16 +272,29 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 		HashKey:         hashKey,
 		KeyRetention:    cfg.KeyRetention,
 	})
+	consoleHandler, err := console.NewHandler(&console.Opts{
+		Operator: ops, Logger: p.Logger.With(slog.String("component", "console")),
+	})
+	if err != nil {
+		return p.Abort(err)
+	}
 	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{
-		Gatherer:    p.Registry,
-		User:        cfg.AdminUser,
-		Password:    cfg.AdminPassword,
-		RiverClient: riverClient,
+		Gatherer:        p.Registry,
+		User:            cfg.AdminUser,
+		Password:        cfg.AdminPassword,
+		MetricsUser:     cfg.MetricsUser,
+		MetricsPassword: cfg.MetricsPassword,
+		RiverClient:     riverClient,
 		Erase: func(ctx context.Context, clientID, email string) (int, error) {
-			return ops.Erase(ctx, clientID, email, store.ErasureByAdminAPI)
+			return ops.Erase(ctx, operator.AdminAPI, clientID, email)
 		},
-		Redrive: ops.Redrive,
-		Logger:  p.Logger.With(slog.String("component", "admin")),
+		Redrive: func(ctx context.Context, p *store.RedriveParams) (*store.Redriven, error) {
+			return ops.Redrive(ctx, operator.AdminAPI, p)
+		},
+		Console:      consoleHandler,
+		ConsoleLogin: console.NewLogins(clients, nil).Check,
+		Logger:       p.Logger.With(slog.String("component", "admin")),
+		Addr:         cfg.AdminAddr,
 	})
 	if err != nil {
 		return p.Abort(err)
@@ -291,7 +319,7 @@ func serve(ctx context.Context, cfg *config, lim *limits, source callers.Source,
 		return p.Abort(err)
 	}
 	p.Logger.Info("api listening", slog.String("addr", apiAddr.String()), slog.String("admin_addr", adminAddr.String()),
-		slog.Bool("riverui", cfg.AdminUser != ""))
+		slog.Bool("riverui", cfg.AdminUser != ""), slog.Bool("console", cfg.AdminUser != ""))
 	err = p.Wait()
 	p.Logger.Info("api stopped")
 	return err

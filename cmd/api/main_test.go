@@ -6,12 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/leadintake/leadintake/callers"
 	"github.com/leadintake/leadintake/internal/dbtest"
 	"github.com/leadintake/leadintake/internal/service"
 	"github.com/leadintake/leadintake/internal/testkit"
@@ -171,4 +175,38 @@ func TestAllowedSources(t *testing.T) {
 			t.Fatalf("set to nothing: %q, want none (any source)", got)
 		}
 	})
+}
+
+// `api hash-password` prints a bcrypt hash of the first line of stdin that
+// the clients file takes for an operator; no password, one longer than
+// bcrypt reads, or a cost the file refuses is bad usage.
+func TestHashPassword(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	if err := runHashPassword([]string{"--cost", "10"}, strings.NewReader("correct horse\nignored\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	hash := strings.TrimSuffix(out.String(), "\n")
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte("correct horse")) != nil {
+		t.Fatalf("%q is not the hash of the first line", hash)
+	}
+	file := "clients: []\noperators:\n  - {name: alice, password_bcrypt: '" + hash + "', role: viewer}\n"
+	if _, err := callers.ParseFile([]byte(file)); err != nil {
+		t.Errorf("the clients file refuses the hash: %v", err)
+	}
+	for name, c := range map[string]struct {
+		args  []string
+		stdin string
+	}{
+		"NoPassword": {nil, ""},
+		"EmptyLine":  {nil, "\n"},
+		"TooLong":    {nil, strings.Repeat("x", 73)},
+		"Cheap":      {[]string{"--cost", "4"}, "pw"},
+		"Argument":   {[]string{"pw"}, "pw"},
+	} {
+		var usage *service.UsageError
+		if err := runHashPassword(c.args, strings.NewReader(c.stdin), io.Discard); !errors.As(err, &usage) {
+			t.Errorf("%s: %v, want bad usage", name, err)
+		}
+	}
 }

@@ -53,7 +53,7 @@ type config struct {
 	ReconcileInterval  time.Duration `envconfig:"RECONCILE_INTERVAL" default:"1m" desc:"how often needs_reconciliation keys are looked up again and orphaned keys finished"`
 	WorkerConcurrency  int           `envconfig:"WORKER_CONCURRENCY" default:"100" desc:"lead jobs worked at once by this process"`
 	SimulateDownstream bool          `envconfig:"SIMULATE_DOWNSTREAM" default:"false" desc:"make no downstream calls; derive deterministic stand-in results (demos)"`
-	ClientsFile        string        `envconfig:"CLIENTS_FILE" desc:"path of the clients file: the worker reads the clients' callbacks from it; read again on SIGHUP"`
+	ClientsFile        string        `envconfig:"CLIENTS_FILE" desc:"path of the clients file: the worker reads the clients' callbacks, destinations and owners from it; read again on SIGHUP"`
 	CallbackMaxAge     time.Duration `envconfig:"CALLBACK_MAX_AGE" default:"24h" desc:"how long a callback delivery is retried"`
 	ProbeInterval      time.Duration `envconfig:"PROBE_INTERVAL" default:"30s" desc:"while a downstream is down, how often one call probes it, across all workers of the database"`
 	DeliveryMaxAge     time.Duration `envconfig:"DELIVERY_MAX_AGE" default:"72h" desc:"how long a lead may wait for a downstream that is down, after its claim or latest re-open, before it is finished as at the end of its attempts"`
@@ -331,6 +331,7 @@ func work(ctx context.Context, cfg *config, dcfg downstream.Config, source calle
 
 	adminHandler, err := admin.NewHandler(p.Context(), &admin.Opts{
 		Gatherer: p.Registry, User: cfg.AdminUser, Password: cfg.AdminPassword, Logger: p.Logger, Ready: st.Ready,
+		MetricsUser: cfg.MetricsUser, MetricsPassword: cfg.MetricsPassword, Addr: cfg.AdminAddr,
 	})
 	if err != nil {
 		return p.Abort(err)

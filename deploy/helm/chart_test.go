@@ -357,7 +357,7 @@ type secretRef struct{ name, key string }
 // secretEnv are the variables that hold secrets: each must come from a
 // Secret, never from a value.
 var secretEnv = []string{
-	"DATABASE_URL", "PII_HASH_KEY", "ADMIN_USER", "ADMIN_PASSWORD", "API_CLIENTS",
+	"DATABASE_URL", "PII_HASH_KEY", "ADMIN_USER", "ADMIN_PASSWORD", "METRICS_USER", "METRICS_PASSWORD", "API_CLIENTS",
 	"ENRICHMENT_TOKEN", "CRM_TOKEN", "NOTIFY_TOKEN",
 }
 
@@ -462,7 +462,7 @@ func TestSecretsAreReferences(t *testing.T) {
 
 	for _, set := range []string{
 		"api.env.DATABASE_URL=postgres://u:p@h/db", "config.PII_HASH_KEY=0123456789abcdef0123456789abcdef",
-		"worker.env.CRM_TOKEN=x", "api.env.ADMIN_PASSWORD=x", "config.API_CLIENTS=a=b",
+		"worker.env.CRM_TOKEN=x", "api.env.ADMIN_PASSWORD=x", "config.API_CLIENTS=a=b", "api.env.METRICS_PASSWORD=x",
 		"worker.env.SHUTDOWN_TIMEOUT=5s", "api.env.CLIENTS_FILE=/x",
 	} {
 		name, _, _ := strings.Cut(set, "=")
@@ -771,9 +771,10 @@ func TestScaling(t *testing.T) {
 var alertsFile = filepath.Join("..", "prometheus", "alerts.yml")
 
 // The ServiceMonitor scrapes both admin listeners under the job names that
-// deploy/prometheus/alerts.yml selects, with the admin Secret's basic auth,
-// and the PrometheusRule holds alerts.yml as it is (the chart's
-// files/alerts.yml is a link to it).
+// deploy/prometheus/alerts.yml selects, with the scrape credential's basic
+// auth (secrets.metrics: METRICS_USER and METRICS_PASSWORD, which open
+// /metrics alone), never the admin one, and the PrometheusRule holds
+// alerts.yml as it is (the chart's files/alerts.yml is a link to it).
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile(alertsFile)
@@ -836,33 +837,44 @@ func TestMetrics(t *testing.T) {
 		if !reflect.DeepEqual(scraped, jobs) {
 			t.Errorf("the ServiceMonitor scrapes the jobs %v; %s selects %v", keys(scraped), alertsFile, keys(jobs))
 		}
-		api := container(t, &podOf(o.deployments["api"]).Spec, "api")
-		user, pass := envOf(api, "ADMIN_USER"), envOf(api, "ADMIN_PASSWORD")
-		for _, ep := range sm.Spec.Endpoints {
-			if ep.Path != "/metrics" {
-				t.Errorf("endpoint path %q", ep.Path)
-			}
-			ba := ep.BasicAuth
-			if user == nil {
-				if ba != nil {
-					t.Errorf("basic auth %+v without an admin Secret", ba)
+		for _, comp := range []string{"api", "worker"} {
+			main := container(t, &podOf(o.deployments[comp]).Spec, comp)
+			user, pass := envOf(main, "METRICS_USER"), envOf(main, "METRICS_PASSWORD")
+			adminUser := envOf(main, "ADMIN_USER")
+			for _, ep := range sm.Spec.Endpoints {
+				if ep.Path != "/metrics" {
+					t.Errorf("endpoint path %q", ep.Path)
 				}
-				continue
-			}
-			if ba == nil || ba.Username != *user.ValueFrom.SecretKeyRef || ba.Password != *pass.ValueFrom.SecretKeyRef {
-				t.Errorf("basic auth %+v, want the admin Secret's keys %+v %+v", ba, user.ValueFrom.SecretKeyRef, pass.ValueFrom.SecretKeyRef)
+				ba := ep.BasicAuth
+				if user == nil {
+					if adminUser != nil || ba != nil {
+						t.Errorf("%s: basic auth %+v, admin user %v, without a scrape credential", comp, ba, adminUser)
+					}
+					continue
+				}
+				if ba == nil || ba.Username != *user.ValueFrom.SecretKeyRef || ba.Password != *pass.ValueFrom.SecretKeyRef {
+					t.Errorf("%s: basic auth %+v, want the scrape Secret's keys %+v %+v", comp, ba, user.ValueFrom.SecretKeyRef, pass.ValueFrom.SecretKeyRef)
+				}
+				if adminUser != nil && ba != nil && ba.Username.Name == adminUser.ValueFrom.SecretKeyRef.Name && ba.Username.Key == adminUser.ValueFrom.SecretKeyRef.Key {
+					t.Errorf("%s: the ServiceMonitor scrapes with the admin credential", comp)
+				}
 			}
 		}
 	})
 }
 
 // The chart refuses values it cannot run with: no clients at all, a
+// ServiceMonitor that would scrape with the admin credential, a
 // connection budget that the pools could exceed (to the connection), a
 // Kubernetes older than the chart needs.
 func TestRefusals(t *testing.T) {
 	t.Parallel()
 	if err := renderFails(t, "--set", "clientsFile.secretName="); !strings.Contains(err.Error(), "the api needs its clients") {
 		t.Errorf("no clients: %v", err)
+	}
+	// Prometheus would hold the admin credential.
+	if err := renderFails(t, "--set", "metrics.serviceMonitor.enabled=true"); !strings.Contains(err.Error(), "needs secrets.metrics") {
+		t.Errorf("a ServiceMonitor without a scrape credential: %v", err)
 	}
 	// Defaults: (6 HPA maximum + 1 surge) x 17 + (6 + 1) x 20 + 4 = 263.
 	render(t, "--set", "postgres.maxConnections=263")

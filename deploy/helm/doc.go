@@ -11,5 +11,10 @@
 // create, the probes, the grace periods, the migration hook), that the
 // objects refer to one another rightly (selectors, ports, volumes, the
 // autoscalers' targets), that the PrometheusRule is deploy/prometheus/alerts.yml,
-// and run the clients file's reloader against a real api process.
+// that the admin ports are closed by NetworkPolicies to all but the
+// monitoring namespaces and the release's pods, that the ServiceMonitor
+// scrapes with the scrape credential (never the admin one), that a change
+// to the clients file rolls the pods (no container shares a process's
+// namespace), and that the production values trust no whole private range
+// as proxies.
 package helm

@@ -20,6 +20,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -70,7 +71,7 @@ var scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		appsv1.AddToScheme, corev1.AddToScheme, batchv1.AddToScheme, policyv1.AddToScheme,
-		autoscalingv2.AddToScheme, monitoringv1.AddToScheme,
+		autoscalingv2.AddToScheme, monitoringv1.AddToScheme, networkingv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(err)
@@ -106,6 +107,7 @@ type objects struct {
 	hpas            []*autoscalingv2.HorizontalPodAutoscaler
 	serviceMonitors []*monitoringv1.ServiceMonitor
 	rules           []*monitoringv1.PrometheusRule
+	networkPolicies []*networkingv1.NetworkPolicy
 	other           []runtime.Object
 }
 
@@ -153,6 +155,8 @@ func parseManifests(out string) (*objects, error) {
 			o.serviceMonitors = append(o.serviceMonitors, v)
 		case *monitoringv1.PrometheusRule:
 			o.rules = append(o.rules, v)
+		case *networkingv1.NetworkPolicy:
+			o.networkPolicies = append(o.networkPolicies, v)
 		default:
 			o.other = append(o.other, obj)
 		}
@@ -201,11 +205,12 @@ type valuesCase struct {
 var cases = []valuesCase{
 	{"default", nil},
 	{"production", []string{"-f", prodValues}},
-	{"bare", []string{"--set", "clientsFile.reload.enabled=false,api.autoscaling.enabled=false,worker.autoscaling.enabled=false," +
+	{"bare", []string{"--set", "api.autoscaling.enabled=false,worker.autoscaling.enabled=false," +
 		"api.pdb.enabled=false,worker.pdb.enabled=false,secrets.admin.name=,migrations.enabled=false," +
-		"api.preStopSleepSeconds=0,api.spreadAcrossNodes=false,worker.spreadAcrossNodes=false"}},
+		"api.preStopSleepSeconds=0,api.spreadAcrossNodes=false,worker.spreadAcrossNodes=false,networkPolicy.enabled=false"}},
 	{"env-clients", []string{"--set", "clientsFile.secretName=,secrets.apiClients.name=leadintake-api-clients," +
-		"metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,secrets.downstreamTokens.name=leadintake-downstream"}},
+		"metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,secrets.downstreamTokens.name=leadintake-downstream," +
+		"secrets.metrics.name=leadintake-metrics,networkPolicy.admin.namespaceSelector.matchLabels.team=observability"}},
 }
 
 var (

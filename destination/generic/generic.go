@@ -77,7 +77,8 @@ type CRM struct {
 // NewCRM returns the CRM c configures.
 func NewCRM(c *destination.Config) *CRM {
 	return &CRM{
-		http:   destination.NewHTTPClient(Kind, c.Timeout),
+		// Its calls' spans are "PUT crm", "GET crm", as before kinds.
+		http:   destination.NewHTTPClient("crm", c.Timeout),
 		base:   c.Base(c.Value("url")),
 		token:  c.Value("token"),
 		upsert: c.Value("mode") != ModeCreate,
@@ -197,7 +198,7 @@ type Channel struct {
 
 // NewChannel returns the notification service c configures.
 func NewChannel(c *destination.Config) *Channel {
-	return &Channel{http: destination.NewHTTPClient(Kind, c.Timeout), url: c.Value("url"), token: c.Value("token")}
+	return &Channel{http: destination.NewHTTPClient("notify", c.Timeout), url: c.Value("url"), token: c.Value("token")}
 }
 
 // Capabilities: every attempt carries the same Idempotency-Key.

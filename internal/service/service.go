@@ -85,6 +85,8 @@ type Common struct {
 	DatabaseURL     string        `envconfig:"DATABASE_URL" required:"true" desc:"PostgreSQL URL (pool_max_conns, connect_timeout... may be set in it)"`
 	AdminUser       string        `envconfig:"ADMIN_USER" desc:"HTTP basic auth user of the admin listener"`
 	AdminPassword   string        `envconfig:"ADMIN_PASSWORD" desc:"HTTP basic auth password of the admin listener"`
+	MetricsUser     string        `envconfig:"METRICS_USER" desc:"HTTP basic auth user that may read /metrics on the admin listener and nothing else: a scrape credential apart from ADMIN_USER's"`
+	MetricsPassword string        `envconfig:"METRICS_PASSWORD" desc:"METRICS_USER's password"`
 	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"30s" desc:"graceful-stop budget"`
 	LogFormat       string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
 	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
@@ -105,6 +107,9 @@ type Tracing struct {
 	SDKDisabled         string `envconfig:"OTEL_SDK_DISABLED" desc:"true exports no traces or metrics, whatever the other OTEL_ variables say"`
 	MetricsExporter     string `envconfig:"OTEL_METRICS_EXPORTER" desc:"otlp exports the pool's statistics and statement durations over OTLP/HTTP too (/metrics serves Prometheus either way); unset, only with OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"`
 	OTLPMetricsEndpoint string `envconfig:"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT" desc:"OTLP/HTTP metrics URL, in full (.../v1/metrics); set, metrics are exported"`
+	OTLPHeaders         string `envconfig:"OTEL_EXPORTER_OTLP_HEADERS" desc:"headers of every OTLP export (such as a collector's API key): comma-separated key=value, values percent-encoded; malformed, a configuration error that never shows the value"`
+	OTLPTracesHeaders   string `envconfig:"OTEL_EXPORTER_OTLP_TRACES_HEADERS" desc:"headers of the traces' exports, as OTEL_EXPORTER_OTLP_HEADERS"`
+	OTLPMetricsHeaders  string `envconfig:"OTEL_EXPORTER_OTLP_METRICS_HEADERS" desc:"headers of the metrics' exports, as OTEL_EXPORTER_OTLP_HEADERS"`
 }
 
 // Validate checks what Common holds beyond its types.
@@ -114,11 +119,17 @@ func (c *Common) Validate() error {
 		return errors.New("SHUTDOWN_TIMEOUT must be positive")
 	case (c.AdminUser == "") != (c.AdminPassword == ""):
 		return errors.New("set both ADMIN_USER and ADMIN_PASSWORD, or neither")
+	case (c.MetricsUser == "") != (c.MetricsPassword == ""):
+		return errors.New("set both METRICS_USER and METRICS_PASSWORD, or neither")
+	case c.MetricsUser != "" && c.MetricsUser == c.AdminUser && c.MetricsPassword == c.AdminPassword:
+		// The scrape credential would open everything the admin one does.
+		return errors.New("METRICS_USER and METRICS_PASSWORD are ADMIN_USER's and ADMIN_PASSWORD: the scrape credential must be another one")
 	}
 	if _, err := NewLogger(io.Discard, c.LogFormat, c.LogLevel); err != nil {
 		return err
 	}
-	return nil
+	// The SDK would report a malformed value itself, quoting it.
+	return tracing.ValidateHeaders(os.Getenv)
 }
 
 // NewLogger returns a structured logger writing one event per line to w:

@@ -8,7 +8,9 @@
 // Setup only decides whether there is anything to export (Enabled). Span
 // attributes carry ids (lead, job, client), never personal data, a token
 // or an idempotency key: what the instrumentation libraries would record
-// of a request beyond its route is removed before export (see scrub).
+// of a request beyond its route is removed before export (see scrub). Until
+// then a span waits in memory: none keeps more than 4 KiB of a name or
+// value, or 16 KiB in all, whatever a caller sent (see bounded).
 package tracing
 
 import (
@@ -30,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -135,6 +138,9 @@ func Setup(ctx context.Context, service string, o Options) (shutdown func(contex
 	}
 	otel.SetTextMapPropagator(propagator)
 	noop := func(context.Context) error { return nil }
+	if err := ValidateHeaders(getenv); err != nil {
+		return noop, false, err
+	}
 	res, err := resourceOf(service)
 	if err != nil {
 		return noop, false, err
@@ -171,8 +177,11 @@ func Setup(ctx context.Context, service string, o Options) (shutdown func(contex
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(scrub{exporter}),
 		sdktrace.WithResource(res),
+		sdktrace.WithRawSpanLimits(spanLimits()),
 	)
-	otel.SetTracerProvider(tp)
+	// Spans wait in memory until they are exported: what a caller sends
+	// must not make one large (see bounded).
+	otel.SetTracerProvider(bounded{tp})
 	exporting.Store(true)
 	return func(ctx context.Context) error {
 		err := tp.Shutdown(ctx)
@@ -270,9 +279,15 @@ var exporting atomic.Bool
 // Handler wraps h, a server's handler, so that every request is a server
 // span, the child of the request's traceparent when it has one, except the
 // probes of the paths untraced (such as /healthz, polled every few
-// seconds). The span is named by its method until the router names it by
-// route (NameByRoute). Set up after Setup; while nothing is exported, it
-// only takes the request's traceparent into its context.
+// seconds). The span is named by its method (HTTP for a method the API
+// does not know) until the router names it by route (NameByRoute): a
+// request that matches no route keeps that name, never its path. Set up
+// after Setup; while nothing is exported, it only takes the request's
+// traceparent into its context.
+//
+// otelhttp's metrics of the requests are not recorded: their attributes
+// hold the request's Host as sent (a series of the caller's choosing);
+// /metrics has the API's own.
 func Handler(h http.Handler, untraced ...string) http.Handler {
 	if !exporting.Load() {
 		// No span can be recorded: the request's traceparent alone is
@@ -285,23 +300,37 @@ func Handler(h http.Handler, untraced ...string) http.Handler {
 		})
 	}
 	return otelhttp.NewHandler(h, "http.server",
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return methodName(r.Method) }),
 		otelhttp.WithPropagators(propagator),
+		otelhttp.WithMeterProvider(noopmetric.NewMeterProvider()),
 		otelhttp.WithFilter(func(r *http.Request) bool { return !slices.Contains(untraced, r.URL.Path) }),
 	)
 }
 
 // NameByRoute names the server span of ctx "METHOD route", route being the
 // template the router matched (such as /v1/operations/:key, never the path
-// with a key in it), and records the route as http.route and url.path.
-// Nothing is done for an empty route (no route matched).
+// with a key in it) and METHOD the request's (HTTP for one the API does not
+// know), and records the route as http.route and url.path. Nothing is done
+// for an empty route (no route matched).
 func NameByRoute(ctx context.Context, method, route string) {
 	span := trace.SpanFromContext(ctx)
 	if route == "" || !span.IsRecording() {
 		return
 	}
-	span.SetName(method + " " + route)
+	span.SetName(methodName(method) + " " + route)
 	span.SetAttributes(semconv.HTTPRoute(route), semconv.URLPath(route))
+}
+
+// methodName is a request's method as a span's name says it: one of the
+// methods of HTTP, else HTTP (OpenTelemetry's name for any other method),
+// never what a caller made up.
+func methodName(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "HTTP"
 }
 
 // TracePool makes every statement of the pool cfg configures a client span

@@ -3,6 +3,12 @@
  * forms. One enquiry is one Idempotency-Key, kept in localStorage until a
  * final answer; every retry sends the same key and the same body.
  *
+ * Every page that loads the module records the visitor's first touch (the
+ * first page they landed on with UTM values, a click id or a referrer from
+ * another site) in localStorage for 90 days; each enquiry carries it as
+ * attribution.first, with the page of the form as attribution.last, unless
+ * the options say attribution: false.
+ *
  * @module leadintake
  */
 
@@ -23,6 +29,28 @@ export interface Lead {
   consent?: boolean | null;
   /** The form's own questions: at most 50, names of a-z 0-9 _ (1..64), answers of at most 1000 characters. */
   fields?: Record<string, string> | null;
+  /** Where the visitor came from; submitLead adds it to a lead without one (unless attribution: false). */
+  attribution?: Attribution | null;
+}
+
+/** Where a lead came from: the first touch and the last (the page of the form). */
+export interface Attribution {
+  first?: Touch | null;
+  last?: Touch | null;
+}
+
+/** One visit. */
+export interface Touch {
+  /** The page: its URL without the fragment, nor a query string but utm_* and the click ids; at most 2048 characters. */
+  landing_page?: string | null;
+  /** Another site's page the visitor came from (document.referrer), stripped the same way. */
+  referrer?: string | null;
+  /** The page's utm_* parameters, without the prefix ({source: "google"}): at most 20, each at most 200 characters. */
+  utm?: Record<string, string> | null;
+  /** The page's click ids, each at most 512 characters. */
+  click_ids?: { gclid?: string | null; fbclid?: string | null; msclkid?: string | null } | null;
+  /** When the page was loaded, RFC 3339. */
+  at?: string | null;
 }
 
 /** The lead's members a form field may be mapped onto (attachForm's map). */
@@ -62,6 +90,13 @@ export interface Options {
   reset?: boolean;
   /** attachForm: replaces the texts shown, by state or error code. */
   messages?: Record<string, Message>;
+  /**
+   * false: the page records no first touch (and forgets the one kept), and
+   * its enquiries carry no attribution (default true). The attribution of an
+   * enquiry is fixed when it is first stored: a retry, a reload, or the same
+   * enquiry sent again from another page sends it as it was.
+   */
+  attribution?: boolean;
 }
 
 /** A final answer: the api's for the enquiry, or its refusal of the request. */
@@ -107,7 +142,16 @@ export declare function pendingLead(options: Options): Pending | null;
 
 /**
  * Sends one enquiry and keeps at it until a final answer; rejects with
- * OutcomeUnknown when none came within the timeout. Network failures,
+ * OutcomeUnknown when none came within the timeout (or with the signal's
+ * reason when aborted). The same enquiry as the stored one (the same lead,
+ * whatever its attribution) is sent again under its key, with the bytes
+ * first stored, or polled once the api has it; a different one gets a new
+ * key and, while the stored one has no final answer, `Supersedes: <its
+ * key>`. Progress is dispatched as leadintake:progress events on
+ * options.target, detail {state, key, ...}: "saving" (attempt, resumed),
+ * "retrying" (wait in ms, reason: offline, lost, busy, rate_limited),
+ * "waiting" (the api has the enquiry; lead_id), "done" (completed or
+ * received), "failed" (answer), "uncertain" (saved). Network failures,
  * 5xx, 408 and 429 are retried with back-off; an api out of reach (down,
  * or behind a load balancer whose error pages carry no CORS headers) is
  * retried too, and only an origin the api refuses (while it answers) is
@@ -120,8 +164,12 @@ export declare function submitLead(options: Options): Promise<Answer>;
 export declare function resumeLead(options: Options): Promise<Answer> | null;
 
 /**
- * Reads a lead from a form: the lead's members (options.map names their
- * fields), utm_* fields as utm, every other named field as fields (a field
+ * Reads a lead from a form: the text members email, name, company, phone,
+ * website and message (trimmed; empty ones left out), source (a field, else
+ * options.source, else "website") and consent (a checkbox: checked or not),
+ * each from the field of its own name or the one options.map names; utm_*
+ * fields as utm ({source: ...}); every other named field as fields, its
+ * name lower-cased, other characters than a-z 0-9 _ turned into _ (a field
  * named like an Object member, "constructor" or "__proto__", included, as
  * a plain name). Password, file and hidden inputs (CSRF and session
  * tokens) are never read, except a hidden input named like a lead's member
@@ -131,10 +179,19 @@ export declare function resumeLead(options: Options): Promise<Answer> | null;
 export declare function leadFromForm(form: HTMLFormElement, options?: { source?: string; map?: Partial<Record<LeadMember, string>> } | string): Lead;
 
 /**
- * Takes over a lead form's submit and tells the visitor what happens. An
- * enquiry left by an earlier visit is resumed when the form is attached,
- * and one left with an unknown outcome is resumed when the browser comes
- * back online.
+ * Takes over a lead form's submit: reads the lead (leadFromForm, with
+ * options.map), sends it with submitLead, disables the submit buttons
+ * meanwhile, and tells the visitor what happens in plain words in a polite
+ * live region (the form's [data-leadintake-status] or [aria-live] element,
+ * else one it appends). Every POST carries the form's signals: whether a
+ * honeypot holds anything, the seconds since the form was attached (or
+ * options.shownAt), and a captcha widget's token. Refused fields are marked
+ * aria-invalid and described (aria-describedby) by their error, and the
+ * first gets the focus. The form's data-leadintake-state attribute follows
+ * the progress (for styling). An enquiry left by an earlier visit is
+ * resumed when the form is attached (put back into the form while the api
+ * has not acknowledged it, else only polled), and one left with an unknown
+ * outcome is resumed when the browser comes back online.
  */
 export declare function attachForm(form: HTMLFormElement, options: Options): {
   detach(): void;

@@ -1,14 +1,14 @@
 /**
  * leadintake.js: the browser's side of leadintake's retry contract, for lead
- * forms: an ES module without dependencies, to host beside the site's pages
- * (or bundle), or to import from the api. leadintake.d.ts declares its API.
+ * forms; an ES module without dependencies. leadintake.d.ts documents its
+ * API; the comments here say how it works.
  *
- * One enquiry is one Idempotency-Key, stored in localStorage with the
- * enquiry before the first request leaves, so that every retry (network
- * errors, 5xx, 408, 429, a reload, an api out of reach at page load) sends
- * the same key and bytes; once the api has acknowledged it, only the key
- * stays, to poll and to supersede. An edit of an enquiry that has no final
- * answer goes under a new key with `Supersedes: <earlier key>`.
+ * One enquiry is one Idempotency-Key, stored in localStorage with the body
+ * before the first request leaves, so that every retry (network errors,
+ * 5xx, 408, 429, a reload, an api out of reach) sends the same key and
+ * bytes; once the api has acknowledged it, only the key stays. An edit of
+ * an enquiry without a final answer goes under a new key, with Supersedes.
+ * Each enquiry carries its attribution: the first touch and this page.
  *
  * @module leadintake
  */
@@ -36,8 +36,6 @@ const BLOCKED_STRIKES = 2;
 const MODULE_ORIGIN = new URL(import.meta.url).origin;
 
 /**
- * One enquiry, as POST /v1/leads takes it.
- *
  * @typedef {object} Lead
  * @property {string} email
  * @property {string} source
@@ -48,7 +46,17 @@ const MODULE_ORIGIN = new URL(import.meta.url).origin;
  * @property {string|null} [message]
  * @property {Record<string, string>|null} [utm]
  * @property {boolean|null} [consent]
- * @property {Record<string, string>|null} [fields] The form's own questions.
+ * @property {Record<string, string>|null} [fields]
+ * @property {{first?: Touch|null, last?: Touch|null}|null} [attribution]
+ */
+
+/**
+ * @typedef {object} Touch
+ * @property {string|null} [landing_page]
+ * @property {string|null} [referrer]
+ * @property {Record<string, string>|null} [utm]
+ * @property {{gclid?: string|null, fbclid?: string|null, msclkid?: string|null}|null} [click_ids]
+ * @property {string|null} [at]
  */
 
 /** @typedef {"email"|"source"|"name"|"company"|"phone"|"website"|"message"|"consent"} LeadMember */
@@ -57,45 +65,40 @@ const MODULE_ORIGIN = new URL(import.meta.url).origin;
 
 /**
  * @typedef {object} Options
- * @property {string} [api] The api's base URL; by default this module's origin.
- * @property {string} publishableKey The page's publishable key (pk_...).
- * @property {Lead} [lead] The enquiry (submitLead only).
- * @property {number} [timeout] Milliseconds to keep trying (60000) before the outcome is reported unknown.
- * @property {number} [wait] Seconds each request asks the api to hold its answer (20).
- * @property {string} [name] Names the stored enquiry; attachForm uses the form's id.
- * @property {EventTarget} [target] Receives the progress events.
- * @property {AbortSignal} [signal] Stops trying (the enquiry stays stored).
- * @property {number} [shownAt] When the form was shown (ms since the epoch), for the signal t.
- * @property {boolean|(() => boolean)} [honeypot] Whether a honeypot holds anything (the signal hp).
- * @property {string|(() => string)} [captcha] The captcha widget's token.
- * @property {string} [source] attachForm: the source when the form has none ("website").
- * @property {Partial<Record<LeadMember, string>>} [map] attachForm: the form's field for a lead's member.
- * @property {boolean} [reset] attachForm: empty the form once completed (true).
- * @property {Record<string, Message>} [messages] attachForm: the texts shown, by state or error code.
+ * @property {string} [api]
+ * @property {string} publishableKey
+ * @property {Lead} [lead]
+ * @property {number} [timeout]
+ * @property {number} [wait]
+ * @property {string} [name]
+ * @property {EventTarget} [target]
+ * @property {AbortSignal} [signal]
+ * @property {number} [shownAt]
+ * @property {boolean|(() => boolean)} [honeypot]
+ * @property {string|(() => string)} [captcha]
+ * @property {string} [source]
+ * @property {Partial<Record<LeadMember, string>>} [map]
+ * @property {boolean} [reset]
+ * @property {Record<string, Message>} [messages]
+ * @property {boolean} [attribution]
  */
 
 /**
- * A final answer: the api's for the enquiry, or its refusal of the request.
- *
  * @typedef {object} Answer
- * @property {"completed"|"received"|"failed"|"refused"} status "received": the api keeps the enquiry and says no more (a page shows its thanks, as for "completed"); "refused": the api refused the request and stored nothing.
+ * @property {"completed"|"received"|"failed"|"refused"} status
  * @property {string|null} lead_id
  * @property {{code: string, message: string, details?: {field: string, problem: string}[]}} [error]
- * @property {number} httpStatus The status the answer came with.
- * @property {string} key The enquiry's Idempotency-Key.
- * @property {number} [retryAfter] Seconds to wait before sending again (rate_limited).
+ * @property {number} httpStatus
+ * @property {string} key
+ * @property {number} [retryAfter]
  */
 
-/**
- * Thrown (as the rejection of submitLead) when no final answer came within
- * the timeout. The enquiry stays stored with its key: sending it again, or
- * reloading the page, resumes it.
- */
+/** No final answer within the timeout: the enquiry stays stored with its key. */
 export class OutcomeUnknown extends Error {
   /**
-   * @param {string} key The enquiry's Idempotency-Key.
-   * @param {boolean} saved Whether the api confirmed it has the enquiry.
-   * @param {string|null} leadId Its lead id, when saved.
+   * @param {string} key
+   * @param {boolean} saved
+   * @param {string|null} leadId
    */
   constructor(key, saved, leadId) {
     super(saved
@@ -166,6 +169,75 @@ try {
   }
 } catch { /* no storage */ }
 
+/* ---------- attribution: where the visitor came from ---------- */
+
+const CLICK_IDS = ["gclid", "fbclid", "msclkid"];
+
+/** The first touch's record, kept 90 days: outside PREFIX, whose records go after a week. */
+const TOUCH = "leadintake-first-touch";
+const TOUCH_MAX_AGE = 90 * 24 * 3600 * 1000;
+
+/** A URL without fragment, nor query but utm_* and the click ids; "" unless http(s) and at most 2048 long. */
+function bare(href) {
+  try {
+    const u = new URL(href);
+    u.hash = "";
+    for (const k of [...u.searchParams.keys()]) if (!k.startsWith("utm_") && !CLICK_IDS.includes(k)) u.searchParams.delete(k);
+    return /^https?:$/.test(u.protocol) && u.href.length <= 2048 ? u.href : "";
+  } catch {
+    return "";
+  }
+}
+
+const site = (url) => new URL(url).hostname.replace(/^www\./, "");
+
+/** This page's touch. What the api would refuse (too long, U+0000) is left out, not the enquiry. */
+function pageTouch() {
+  const utm = Object.create(null), ids = Object.create(null), ref = bare(document.referrer);
+  const t = { landing_page: bare(location.href) || undefined, referrer: ref && site(ref) !== site(location.href) ? ref : undefined };
+  for (const [k, v] of new URLSearchParams(location.search)) {
+    if (!v || /\0/.test(k + v)) continue;
+    if (k.startsWith("utm_") && !(k.slice(4) in utm) && v.length <= 200 && Object.keys(utm).length < 20) utm[k.slice(4)] = v;
+    if (CLICK_IDS.includes(k) && !(k in ids) && v.length <= 512) ids[k] = v;
+  }
+  if (Object.keys(utm).length) t.utm = utm;
+  if (Object.keys(ids).length) t.click_ids = ids;
+  t.at = new Date(performance.timeOrigin).toISOString();
+  return t;
+}
+
+/** The stored first touch, if younger than 90 days; else this page's, stored, if it came from a campaign, a click or another site. */
+function firstTouch() {
+  let t;
+  try {
+    t = JSON.parse(localStorage.getItem(TOUCH));
+    if (Date.now() - Date.parse(t.at) < TOUCH_MAX_AGE) return t;
+  } catch { /* none */ }
+  t = pageTouch();
+  t = t.referrer || t.utm || t.click_ids ? t : null;
+  try {
+    if (t) localStorage.setItem(TOUCH, JSON.stringify(t));
+    else localStorage.removeItem(TOUCH);
+  } catch { /* this page only */ }
+  return t;
+}
+
+/** Whether a call of this page said attribution: false: then nothing is recorded. */
+let untouched = false;
+
+function noTouch() {
+  untouched = true;
+  try { localStorage.removeItem(TOUCH); } catch { /* none */ }
+}
+
+/* A page records its touch once loaded (after its own call with attribution: false), or as the visitor leaves. */
+try {
+  const record = () => untouched || firstTouch();
+  if (document.readyState === "complete") setTimeout(record);
+  else addEventListener("load", record);
+  addEventListener("pagehide", record);
+} catch { /* no page */ }
+
 /**
  * @typedef {object} Pending
  * @property {string} key
@@ -175,9 +247,8 @@ try {
  */
 
 /**
- * Returns the enquiry stored under these options' name, waiting for a final
- * answer, or null. Its lead is null once the api has acknowledged it and the
- * page that sent it is gone: only the key is kept then.
+ * The enquiry stored under these options' name; its lead is null once the
+ * api has it and the page that sent it is gone.
  *
  * @param {Options} options
  * @returns {Pending|null}
@@ -201,31 +272,27 @@ globalThis.addEventListener?.("online", () => {
 });
 
 /**
- * Sends one enquiry and keeps at it until a final answer: the promise
- * resolves with the Answer (completed, received, failed or refused), and
- * rejects with OutcomeUnknown when none came within the timeout (or with the
- * signal's reason when aborted).
- *
- * The same enquiry as the stored one (the same body) is sent again under
- * its key, or polled once the api has it; a different one gets a new key
- * and, while the stored one has no final answer, `Supersedes: <its key>`.
- *
- * Progress is dispatched as leadintake:progress events on options.target,
- * detail {state, key, ...}: "saving" (attempt, resumed), "retrying" (wait in
- * ms, reason: offline, lost, busy, rate_limited), "waiting" (the api has the
- * enquiry; lead_id), "done" (completed or received) and "failed" (answer),
- * "uncertain" (saved).
+ * Sends one enquiry until a final answer. The same enquiry as the stored
+ * one goes again under its key (or is polled); another gets a new key and
+ * Supersedes the stored one while it has no final answer.
  *
  * @param {Options} options
  * @returns {Promise<Answer>}
  */
 export async function submitLead(options) {
   const o = optionsOf(options);
-  if (!o.lead) throw new TypeError("leadintake: lead is required");
-  const body = JSON.stringify(o.lead);
+  let lead = o.lead;
+  if (!lead) throw new TypeError("leadintake: lead is required");
+  if (o.attribution === false) noTouch();
+  else if (lead.attribution === undefined) lead = { ...lead, attribution: { first: firstTouch() ?? undefined, last: pageTouch() } };
+  let body = JSON.stringify(lead);
   let rec = load(o);
-  const resumed = !!rec && (rec.body ?? sentBodies.get(rec.key)) === body;
-  if (!resumed) {
+  const sent = rec && (rec.body ?? sentBodies.get(rec.key));
+  // The same enquiry whatever its attribution, which is fixed once stored:
+  // it goes again with the stored bytes.
+  const resumed = !!sent && strip(sent) === strip(body);
+  if (resumed) body = sent;
+  else {
     rec = { v: 1, key: newKey(), at: Date.now(), supersedes: rec ? rec.key : null, body, shown: o.shownAt };
     // Stored before anything is sent: a reload, a crash or a lost answer
     // cannot lose the key.
@@ -234,10 +301,19 @@ export async function submitLead(options) {
   return start(o, rec, resumed, body);
 }
 
+/** A body without its attribution. */
+function strip(body) {
+  try {
+    const lead = JSON.parse(body);
+    delete lead.attribution;
+    return JSON.stringify(lead);
+  } catch {
+    return body;
+  }
+}
+
 /**
- * Resumes the enquiry stored under these options' name (see pendingLead),
- * as submitLead would: it is sent again under its key, or polled once the
- * api has it. Returns null when none is stored.
+ * Resumes the stored enquiry, as submitLead would; null when none is stored.
  *
  * @param {Options} options
  * @returns {Promise<Answer>|null}
@@ -582,18 +658,11 @@ const fieldName = (name) => name.toLowerCase().replace(/[^a-z0-9_]/g, "_").slice
 const isCaptcha = (name) => CAPTCHA_FIELDS.includes(name);
 
 /**
- * Reads a lead from a form: the text members email, name, company, phone,
- * website and message (trimmed; empty ones left out), source (a field, else
- * options.source, else "website"), consent (a checkbox: checked or not), utm
- * (fields named utm_*, as {source: ...}), each read from the field of its
- * own name or the one options.map names for it; and every other named field
- * in fields, its name lower-cased, other characters than a-z 0-9 _ turned
- * into _. Empty fields, buttons, honeypots ([data-leadintake-honeypot]),
- * fields marked data-leadintake-ignore, captcha tokens, and password, file
- * and hidden inputs (but a member's or utm_*) are left out.
+ * Reads a lead from a form: the members (options.map names their fields),
+ * utm_* as utm, every other field in fields.
  *
  * @param {HTMLFormElement} form
- * @param {{source?: string, map?: Partial<Record<LeadMember, string>>}|string} [options] Or the source alone.
+ * @param {{source?: string, map?: Partial<Record<LeadMember, string>>}|string} [options]
  * @returns {Lead}
  */
 export function leadFromForm(form, options = {}) {
@@ -665,18 +734,9 @@ function captchaIn(form) {
 }
 
 /**
- * Takes over a lead form's submit: reads the lead (leadFromForm, with
- * options.map), sends it with submitLead, disables the submit buttons
- * meanwhile, and tells the visitor what happens in plain words in a polite
- * live region (the form's [data-leadintake-status] or [aria-live] element,
- * else one it appends). Every POST carries the form's signals: whether a
- * honeypot holds anything, the seconds since the form was attached (or
- * options.shownAt), and a captcha widget's token. Refused fields are marked
- * aria-invalid and described (aria-describedby) by their error, and the
- * first gets the focus. The form's data-leadintake-state attribute follows
- * the progress (for styling). An enquiry left by an earlier visit (or
- * unsent when the browser is back online) is resumed: put back into the form
- * while the api has not acknowledged it, else only polled.
+ * Takes over a lead form's submit: sends leadFromForm's lead with
+ * submitLead, and tells the visitor in a live region; resumes an enquiry
+ * left by an earlier visit.
  *
  * @param {HTMLFormElement} form
  * @param {Options} options
@@ -687,6 +747,7 @@ export function attachForm(form, options) {
     shownAt: Date.now(), honeypot: () => honeypotFilled(form), captcha: () => captchaIn(form),
     ...options, target: options.target ?? form, name: options.name ?? (form.id || form.getAttribute("name") || "enquiry"),
   };
+  if (o.attribution === false) noTouch();
   const messages = { ...MESSAGES, ...o.messages };
   const status = form.querySelector("[data-leadintake-status], [aria-live]") ?? form.appendChild(liveRegion());
   let marked = [];

@@ -90,6 +90,10 @@ file, then config with the component's own env over it: {root, env}.
 {{ include "leadintake.secretEnv" (dict "env" "ADMIN_USER" "name" $s.admin.name "key" $s.admin.userKey) }}
 {{ include "leadintake.secretEnv" (dict "env" "ADMIN_PASSWORD" "name" $s.admin.name "key" $s.admin.passwordKey) }}
 {{- end }}
+{{- if $s.metrics.name }}
+{{ include "leadintake.secretEnv" (dict "env" "METRICS_USER" "name" $s.metrics.name "key" $s.metrics.userKey) }}
+{{ include "leadintake.secretEnv" (dict "env" "METRICS_PASSWORD" "name" $s.metrics.name "key" $s.metrics.passwordKey) }}
+{{- end }}
 {{- if $v.clientsFile.secretName }}
 - name: CLIENTS_FILE
   value: {{ include "leadintake.clientsFilePath" .root | quote }}
@@ -119,60 +123,36 @@ file, then config with the component's own env over it: {root, env}.
   readOnly: true
 {{- end }}
 
-{{/* Whether the pods run the clients file's reloader. */}}
-{{- define "leadintake.reload" -}}
-{{- if and .Values.clientsFile.secretName .Values.clientsFile.reload.enabled }}true{{ end }}
-{{- end }}
-
 {{/*
-The reloader: it compares the clients file every RELOAD_INTERVAL seconds and
-sends RELOAD_TARGET (the process beside it, seen through the pod's shared
-process namespace) SIGHUP when it changed; the process reads the file again,
-refusing a bad one with a log line. The kubelet swaps a changed Secret in
-atomically, so the file is never read half written. POSIX sh, with
-sha256sum, pidof, kill and sleep (busybox has them all).
+The pod annotation that rolls a Deployment's pods when the clients file
+changes: a checksum of the Secret's data as Helm reads it at install and
+upgrade (lookup; nothing under `helm template`) and of clientsFile.revision.
+A change to the Secret reaches the processes by a rollout rather than a
+SIGHUP from a container beside them, which would have to share the pod's
+process namespace and could then read the process's environment (the
+database URL, PII_HASH_KEY, the admin password) and files.
 */}}
-{{- define "leadintake.reloadScript" -}}
-trap 'exit 0' TERM INT
-sum() { sha256sum "$CLIENTS_FILE" 2>/dev/null; }
-last=$(sum)
-echo "watching $CLIENTS_FILE every ${RELOAD_INTERVAL}s for $RELOAD_TARGET"
-while :; do
-  sleep "$RELOAD_INTERVAL" & wait $!
-  now=$(sum)
-  [ "$now" = "$last" ] && continue
-  if pids=$(pidof "$RELOAD_TARGET") && kill -HUP $pids; then
-    echo "clients file changed: SIGHUP sent to $RELOAD_TARGET"
-    last=$now
-  else
-    echo "clients file changed: no $RELOAD_TARGET process took SIGHUP; trying again"
-  fi
-done
+{{- define "leadintake.clientsChecksum" -}}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace .Values.clientsFile.secretName }}
+{{- printf "%s\n%s" (toJson (dig "data" dict $secret)) (toString .Values.clientsFile.revision) | sha256sum }}
 {{- end }}
 
-{{/* The reloader container: {root, target}. */}}
-{{- define "leadintake.reloadContainer" -}}
-{{- $r := .root.Values.clientsFile.reload }}
-- name: clients-reload
-  image: {{ include "leadintake.imageRef" (dict "image" $r.image "defaultTag" "latest") | quote }}
-  imagePullPolicy: {{ $r.image.pullPolicy }}
-  command: ["sh", "-c"]
-  args:
-    - |
-      {{- include "leadintake.reloadScript" . | nindent 6 }}
-  env:
-    - name: CLIENTS_FILE
-      value: {{ include "leadintake.clientsFilePath" .root | quote }}
-    - name: RELOAD_TARGET
-      value: {{ .target | quote }}
-    - name: RELOAD_INTERVAL
-      value: {{ $r.intervalSeconds | int | toString | quote }}
-  volumeMounts:
-    {{- include "leadintake.clientsMount" .root | nindent 4 }}
-  securityContext:
-    {{- toYaml .root.Values.securityContext | nindent 4 }}
-  resources:
-    {{- toYaml $r.resources | nindent 4 }}
+{{/* Who may reach a component's admin port, as NetworkPolicy peers: the monitoring namespaces and the release's own pods. */}}
+{{- define "leadintake.adminPeers" -}}
+{{- $a := .Values.networkPolicy.admin -}}
+- namespaceSelector:
+    {{- toYaml $a.namespaceSelector | nindent 4 }}
+  {{- with $a.podSelector }}
+  podSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+- podSelector:
+    matchLabels:
+      app.kubernetes.io/name: {{ include "leadintake.name" . }}
+      app.kubernetes.io/instance: {{ .Release.Name }}
+{{- with $a.extraFrom }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/* A soft spread of one component's pods over nodes: {root, component}. */}}
@@ -191,12 +171,15 @@ leadintake-{{ . }}
 {{- end }}
 
 {{/*
-Checks of values that the schema cannot make: the api's clients, and the
-database's connection budget.
+Checks of values that the schema cannot make: the api's clients, the
+ServiceMonitor's credential, and the database's connection budget.
 */}}
 {{- define "leadintake.checks" -}}
 {{- if not (or .Values.clientsFile.secretName .Values.secrets.apiClients.name) }}
 {{- fail "the api needs its clients: set clientsFile.secretName, secrets.apiClients.name, or both" }}
+{{- end }}
+{{- if and .Values.metrics.serviceMonitor.enabled .Values.secrets.admin.name (not .Values.secrets.metrics.name) }}
+{{- fail "metrics.serviceMonitor needs secrets.metrics (METRICS_USER and METRICS_PASSWORD, which open /metrics alone): Prometheus must not hold the admin credential, which opens River UI, erasures and redrives" }}
 {{- end }}
 {{- $pg := .Values.postgres }}
 {{- if gt (int $pg.maxConnections) 0 }}
