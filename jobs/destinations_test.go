@@ -53,6 +53,27 @@ func TestChannelsAreEachSentOnce(t *testing.T) {
 	}
 }
 
+// A channel's failure is retried although a later channel of the same
+// attempt succeeded: the attempt ends in a retry (the job is not completed
+// without a final response), and the next one sends the failed channel
+// alone.
+func TestChannelRetriedAfterALaterOneSucceeds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, &setupOpts{Second: true, Client: "    notify: [second, notification]\n"})
+	b.second.Script(fake.Notify, fake.Fault{Status: http.StatusServiceUnavailable})
+	sub := b.submit(t, adaBody)
+	got := b.waitFinished(t, sub.Key)
+	if got.State != lead.KeyCompleted || got.Body["notified"] != true || len(got.Body["warnings"].([]any)) != 0 {
+		t.Fatalf("%s %s, want completed and notified, no warning", got.State, got.Raw)
+	}
+	if n, _ := b.second.Notification(sub.Ref + ":notify"); n.Deliveries != 1 {
+		t.Errorf("the failed channel had %d deliveries, want 1", n.Deliveries)
+	}
+	if n, _ := b.fake.Notification(sub.Ref + ":notify"); n.Deliveries != 1 {
+		t.Errorf("the channel after it had %d deliveries, want 1", n.Deliveries)
+	}
+}
+
 // A channel given up does not hold back the others: the lead completes,
 // notified false, with one notification_failed.
 func TestChannelGivenUpAlone(t *testing.T) {

@@ -217,7 +217,11 @@ func (r *leadRun) loop(ctx context.Context) (err error) {
 		}
 	}()
 	s := r.lead.State
-	var lastErr error
+	// lastErr is the last call's error; failed the last failure of the
+	// attempt, kept through the calls that succeed after it (a channel's
+	// failure, then the next channel's success): a retry returns it, so
+	// that River retries the job rather than completing it.
+	var lastErr, failed error
 	for {
 		act, next := lead.Next(s, in)
 		if act.Kind.Calls() {
@@ -268,8 +272,9 @@ func (r *leadRun) loop(ctx context.Context) (err error) {
 			if act.RetryAfter > 0 {
 				r.w.retryAt.set(r.job.ID, time.Now().Add(act.RetryAfter))
 			}
-			r.w.cfg.Logger.InfoContext(ctx, "lead attempt failed; will retry", r.attrs(slog.String("error", errString(lastErr)))...)
-			return lastErr
+			retry := cmp.Or(failed, errHeldBack)
+			r.w.cfg.Logger.InfoContext(ctx, "lead attempt failed; will retry", r.attrs(slog.String("error", retry.Error()))...)
+			return retry
 		case lead.ActFinish, lead.ActReconcile:
 			return r.finish(ctx, s, act, lastErr)
 		case lead.ActAwaitSuperseded:
@@ -289,9 +294,17 @@ func (r *leadRun) loop(ctx context.Context) (err error) {
 		}
 		var res *lead.Result
 		res, lastErr = r.call(ctx, s, act)
+		if lastErr != nil {
+			failed = lastErr
+		}
 		in.Note(res)
 	}
 }
+
+// errHeldBack is the error of an attempt to be retried whose calls were
+// all held back or succeeded (its destinations' holds, not a call, ended
+// it): a job's attempt that returns nil is completed.
+var errHeldBack = errors.New("the lead's calls were held back; another attempt follows")
 
 // destinations sets what in needs of the lead's destinations: its CRM's
 // (its own, or its client's now) and its channels' capabilities.
