@@ -134,8 +134,10 @@ const (
 )
 
 // The quick start's shell blocks run against a real api, worker and fake
-// downstream set up as `make run` sets them up, and print what the docs
-// show (ids, times and lengths aside).
+// downstream set up as `make run` sets them up (its default CRM, http, its
+// owners; its Slack and e-mail channels left out: the blocks show none of
+// what they receive), and print what the docs show (ids, times and
+// lengths aside).
 func TestDocsQuickstart(t *testing.T) {
 	t.Parallel()
 	for _, doc := range []string{"README.md", "docs/getting-started.md"} {
@@ -179,6 +181,13 @@ func runQuickstart(t *testing.T, path string) {
       url: %s/callbacks/demo
       secret: %s
     webhook_secret: %s
+    owners:
+      - name: alice
+        email: alice@example.com
+      - name: bob
+        email: bob@example.com
+    assign:
+      - pool: [alice, bob]
 `, sha256Hex(demoToken), demoPublishableKey, s.fakeURL, demoCallbackSecret, demoWebhookSecret)
 	if err := os.WriteFile(clients, []byte(file), 0o600); err != nil {
 		t.Fatal(err)

@@ -2,9 +2,11 @@
 # `make run`: the whole system on this machine. PostgreSQL (the server of
 # DATABASE_URL when it is set, else the checkout's private one, which
 # scripts/postgres.sh starts, and stops when this ends), the migrations, the
-# fake downstream server standing in for enrichment, CRM and notification, a
-# worker, the api, and the demo site (a lead form sending through the
-# snippet with a publishable key). Ctrl-C stops everything.
+# fake downstream server standing in for enrichment, CRM and notification
+# and serving the vendors' stand-ins (HubSpot, Salesforce, Pipedrive, Slack,
+# Teams), Mailpit (a real SMTP server with a web inbox) for the demo's
+# e-mails, a worker, the api, and the demo site (a lead form sending
+# through the snippet with a publishable key). Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The toolchain of the Makefile, also when this script is run on its own.
@@ -20,6 +22,16 @@ fi
 : "${WORKER_ADMIN_ADDR:=127.0.0.1:8082}"
 : "${FAKE_ADDR:=127.0.0.1:9090}"
 : "${DEMO_ADDR:=127.0.0.1:8090}"
+: "${MAILPIT_SMTP_ADDR:=127.0.0.1:1025}"
+: "${MAILPIT_ADDR:=127.0.0.1:8025}"
+# The demo client's CRM: http (the fake downstream's CRM, leadintake's own
+# protocol), or hubspot, salesforce or pipedrive (the vendor's stand-in in
+# the fake downstream).
+: "${DEMO_CRM:=http}"
+case "$DEMO_CRM" in
+  http|hubspot|salesforce|pipedrive) ;;
+  *) echo "DEMO_CRM must be http, hubspot, salesforce or pipedrive, not '$DEMO_CRM'" >&2; exit 2 ;;
+esac
 # The api as the demo page's browser reaches it.
 : "${DEMO_API_URL:=http://$API_ADDR}"
 : "${DEMO_TOKEN:=demo-token-change-me}"
@@ -49,8 +61,74 @@ if ! psql "$server_url" -Atqc "SELECT 1 FROM pg_database WHERE datname = '$dbnam
   psql "$server_url" -qc "CREATE DATABASE \"$dbname\""
 fi
 
+# Every address must be free: another make run still going would answer in
+# this one's stead.
+for addr in "$API_ADDR" "$API_ADMIN_ADDR" "$WORKER_ADMIN_ADDR" "$FAKE_ADDR" "$DEMO_ADDR" "$MAILPIT_SMTP_ADDR" "$MAILPIT_ADDR"; do
+  if (exec 3<>"/dev/tcp/${addr%:*}/${addr##*:}") 2>/dev/null; then
+    echo "something already listens on $addr (another make run?): stop it, or choose other addresses (the top of scripts/run.sh)" >&2
+    exit 1
+  fi
+done
+
 go build -o bin/ ./cmd/api ./cmd/worker ./cmd/fakedownstream ./cmd/demosite ./cmd/leadintake
 mkdir -p .run
+# Mailpit receives the demo's e-mails; without it (it could not be
+# installed) the demo sends none.
+./scripts/mailpit.sh
+mailpit=false
+if [ -x bin/mailpit ]; then mailpit=true; fi
+
+# The demo client's destinations: its CRM (DEMO_CRM), and its channels: the
+# fake downstream's notification, a Slack bot (the Slack stand-in), and
+# e-mail to Mailpit. The stand-ins' credentials are their defaults
+# (bin/fakedownstream -h lists them); they guard nothing.
+fake="http://$FAKE_ADDR"
+destinations="destinations:
+  - name: sales-slack
+    kind: slack
+    base_url: $fake/slack
+    token: xoxb-1111111111-2222222222222-FakeFakeFakeFakeFakeFake
+    channel: C0LEADS0001"
+notify="notification, sales-slack"
+if $mailpit; then
+  destinations+="
+  - name: sales-mail
+    kind: email
+    host: ${MAILPIT_SMTP_ADDR%:*}
+    port: ${MAILPIT_SMTP_ADDR##*:}
+    tls: none
+    from: \"leadintake demo <leads@example.com>\"
+    to: [sales@example.com]"
+  notify+=", sales-mail"
+fi
+# The owners' ids in the CRM, where its stand-in takes any (HubSpot's
+# owner ids, Salesforce's User ids).
+crm="" alice_crm="" bob_crm=""
+case "$DEMO_CRM" in
+  hubspot) alice_crm='        crm_owner: "9001"' bob_crm='        crm_owner: "9002"' ;;
+  salesforce) alice_crm='        crm_owner: 005000000000001AAA' bob_crm='        crm_owner: 005000000000002AAA' ;;
+esac
+case "$DEMO_CRM" in
+  hubspot) crm="    crm: demo-crm"; destinations+="
+  - name: demo-crm
+    kind: hubspot
+    base_url: $fake/hubspot
+    token: hubspot-fake-token" ;;
+  salesforce) crm="    crm: demo-crm"; destinations+="
+  - name: demo-crm
+    kind: salesforce
+    base_url: $fake/salesforce
+    instance_url: https://standin.my.salesforce.com
+    client_id: 3MVG9standin.client.id
+    client_secret: standin-client-secret
+    ref_field: LeadIntake_Ref__c" ;;
+  pipedrive) crm="    crm: demo-crm"; destinations+="
+  - name: demo-crm
+    kind: pipedrive
+    base_url: $fake/pipedrive
+    api_token: 0123456789abcdef0123456789abcdef01234567
+    ref_field: 5e1fa2c0d6b84e33a1d3f6b0c9e27a4b8d1c0f92" ;;
+esac
 
 # The demo client: its bearer token, the publishable key of the demo
 # site's pages (both spellings of its origin), its callback (the fake's
@@ -78,6 +156,20 @@ clients:
       url: http://$FAKE_ADDR/callbacks/demo
       secret: $DEMO_CALLBACK_SECRET
     webhook_secret: $DEMO_WEBHOOK_SECRET
+$crm
+    notify: [$notify]
+    owners:                        # each lead gets one, in turn
+      - name: alice
+        email: alice@example.com   # added to the e-mail's recipients
+        slack: U0ALICE001          # mentioned in the Slack message
+$alice_crm
+      - name: bob
+        email: bob@example.com
+        slack: U0BOB00001
+$bob_crm
+    assign:
+      - pool: [alice, bob]
+$destinations
 YAML
 # It holds secrets: the service's user's alone (the processes warn otherwise).
 chmod 600 .run/clients.yaml.tmp
@@ -101,6 +193,9 @@ start() { # name, then the command
 }
 
 start fake env FAKE_ADDR="$FAKE_ADDR" FAKE_CALLBACK_SECRET="$DEMO_CALLBACK_SECRET" bin/fakedownstream
+if $mailpit; then
+  start mailpit bin/mailpit --smtp "$MAILPIT_SMTP_ADDR" --listen "$MAILPIT_ADDR" --disable-version-check --smtp-disable-rdns
+fi
 start worker env LOG_FORMAT=text ADMIN_ADDR="$WORKER_ADMIN_ADDR" CLIENTS_FILE=.run/clients.yaml \
   ENRICHMENT_URL="http://$FAKE_ADDR/enrichment" CRM_URL="http://$FAKE_ADDR/crm" NOTIFY_URL="http://$FAKE_ADDR/notify" \
   RETRY_BASE_DELAY=500ms RECONCILE_INTERVAL=10s bin/worker
@@ -129,8 +224,9 @@ fi
 # block, one line each (name, URL, a note): the first place a user looks.
 cat <<MSG
 
-leadintake is running. Logs: .run/api.log, worker.log, fake.log, demosite.log
+leadintake is running. Logs: .run/api.log, worker.log, fake.log, demosite.log$($mailpit && echo ", mailpit.log")
 PostgreSQL: $database
+Demo client: CRM $DEMO_CRM (DEMO_CRM=http|hubspot|salesforce|pipedrive), channels $notify, owners alice and bob
 
 Open in a browser:
   demo lead form  http://$DEMO_ADDR/
@@ -139,10 +235,18 @@ Open in a browser:
   console         http://$API_ADMIN_ADDR/console/   (user demo, password $DEMO_OPERATOR_PASSWORD: an operator;
                   user guest, password $DEMO_VIEWER_PASSWORD: a viewer, who sees no enquiry)
   River UI        http://$API_ADMIN_ADDR/riverui/   (user $ADMIN_USER, password $ADMIN_PASSWORD)
+$($mailpit && echo "  e-mail inbox    http://$MAILPIT_ADDR/   (Mailpit: the e-mails sales would get)" || echo "  (no e-mail inbox: Mailpit could not be installed; see above)")
 
 Look at:
   metrics         curl -u $ADMIN_USER:$ADMIN_PASSWORD http://$API_ADMIN_ADDR/metrics   (worker: http://$WORKER_ADMIN_ADDR/metrics)
-  the fake CRM    curl -s http://$FAKE_ADDR/_fake/crm      (the records as received; the form's budget and team size are fields)
+$(case "$DEMO_CRM" in
+  http) echo "  the fake CRM    curl -s $fake/_fake/crm      (the records as received; the form's budget and team size are fields)" ;;
+  hubspot) echo "  HubSpot         curl -s '$fake/hubspot/crm/objects/2026-09/contacts?properties=email,company,hubspot_owner_id' -H 'Authorization: Bearer hubspot-fake-token'" ;;
+  pipedrive) echo "  Pipedrive       curl -s $fake/pipedrive/v1/leads -H 'X-Api-Token: 0123456789abcdef0123456789abcdef01234567'" ;;
+  salesforce) echo "  Salesforce      curl -s $fake/salesforce/_standin/state   (the stand-in's Leads and tokens, counted)" ;;
+esac)
+  Slack           curl -s '$fake/slack/api/conversations.history?channel=C0LEADS0001' -H 'Authorization: Bearer xoxb-1111111111-2222222222222-FakeFakeFakeFakeFakeFake'
+                  (the messages posted, the owner mentioned)
   deliveries      curl -s http://$FAKE_ADDR/_fake/state    (CRM, notifications, and the signed callbacks, verified)
   the API         curl -s http://$API_ADDR/openapi.json
 

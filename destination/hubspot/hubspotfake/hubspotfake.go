@@ -467,6 +467,24 @@ func object(c *Contact, props []string) map[string]any {
 // readProperties are the properties a read shows by default.
 var readProperties = []string{"email", "firstname", "lastname"}
 
+// shown are the properties a read or a list shows: those its properties
+// parameters name (comma-separated, or repeated), as HubSpot's reads take
+// them, else readProperties.
+func shown(r *http.Request) []string {
+	var props []string
+	for _, v := range r.URL.Query()["properties"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				props = append(props, name)
+			}
+		}
+	}
+	if len(props) == 0 {
+		return readProperties
+	}
+	return props
+}
+
 type upsertRequest struct {
 	Inputs []struct {
 		IDProperty         string            `json:"idProperty"`
@@ -616,7 +634,7 @@ func (s *Server) read(r *http.Request, _ string) standin.Answer {
 	if refused != nil {
 		return *refused
 	}
-	return standin.JSON(http.StatusOK, object(c, readProperties))
+	return standin.JSON(http.StatusOK, object(c, shown(r)))
 }
 
 // list is GET .../contacts?limit=N (10 by default, at most 100), by id.
@@ -642,7 +660,7 @@ func (s *Server) list(r *http.Request, _ string) standin.Answer {
 	})
 	results := []map[string]any{}
 	for _, id := range ids[:min(limit, len(ids))] {
-		results = append(results, object(s.contacts[id], readProperties))
+		results = append(results, object(s.contacts[id], shown(r)))
 	}
 	body := map[string]any{"results": results}
 	if len(ids) > limit {

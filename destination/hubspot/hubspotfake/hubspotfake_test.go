@@ -319,6 +319,17 @@ func TestRead(t *testing.T) {
 	if a := b.do(t, "GET", "/crm/objects/2026-09/contacts?limit=0", bearer, nil); a.status != 400 {
 		t.Errorf("limit 0: %d", a.status)
 	}
+	// properties chooses what is shown, instead of the default ones;
+	// one the contact lacks is left out.
+	a = b.do(t, "GET", path+ada+"?properties=email,company&properties=firstname", bearer, nil)
+	props, _ := a.body["properties"].(map[string]any)
+	if _, hasCompany := props["company"]; a.status != 200 || props["email"] != "ada@example.com" || props["firstname"] != "X" || hasCompany {
+		t.Errorf("properties: %d %s", a.status, a.raw)
+	}
+	a = b.do(t, "GET", path+ada+"?properties=company", bearer, nil)
+	if props, _ := a.body["properties"].(map[string]any); a.status != 200 || props["email"] != nil || props["firstname"] != nil {
+		t.Errorf("properties: %d %s", a.status, a.raw)
+	}
 }
 
 func TestRateLimit(t *testing.T) {
