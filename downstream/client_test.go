@@ -455,4 +455,3 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
-
