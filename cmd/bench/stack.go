@@ -189,13 +189,6 @@ type notifyLog struct {
 	at map[string]time.Time
 }
 
-func (n *notifyLog) get(leadID string) (time.Time, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	t, ok := n.at[leadID]
-	return t, ok
-}
-
 // openStack creates a migrated scratch database (its name starting with
 // prefix), a pool of maxConns connections on it for the bench's own
 // queries, and a stack with the api started. close drops all of it; it is
