@@ -10,7 +10,7 @@ import (
 	"github.com/leadintake/leadintake/destination/slack"
 )
 
-// TestDocsClientsFile: the clients file of docs/destinations/slack.md
+// TestDocsClientsFile: the first clients file of docs/destinations/slack.md
 // parses, and configures a bot and a webhook.
 func TestDocsClientsFile(t *testing.T) {
 	page, err := os.ReadFile("../../docs/destinations/slack.md")
@@ -21,6 +21,7 @@ func TestDocsClientsFile(t *testing.T) {
 	for _, block := range strings.Split(string(page), "```yaml\n")[1:] {
 		if block, _, _ = strings.Cut(block, "```"); strings.HasPrefix(block, "destinations:") {
 			file = block
+			break
 		}
 	}
 	if file == "" {
