@@ -117,6 +117,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float64Var(&o.maxLoad, "max-load", 0, "wait until the 1-minute load average is below this and no test runs (0: do not wait, only warn)")
 	fs.DurationVar(&o.maxWait, "max-wait", 20*time.Minute, "longest wait for -max-load")
 	phases := fs.String("phases", strings.Join(allPhases, ","), "phases to run, among "+strings.Join(allPhases, ","))
+	fs.Func("api-env", "NAME=value added to the api's environment (repeatable), e.g. GOMAXPROCS=1", envFlag(&apiEnv))
+	fs.Func("worker-env", "NAME=value added to the worker's environment (repeatable), e.g. GOMAXPROCS=1", envFlag(&workerEnv))
 	features := fs.String("features", strings.Join(allFeatures, ","), "what a user would switch on, among "+strings.Join(allFeatures, ",")+`, or "none"`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leadintake/leadintake/destination/hubspot/hubspotfake"
@@ -57,8 +58,7 @@ type stack struct {
 	// phase's captcha key verifies its tokens with: every token is good.
 	verify *httptest.Server
 	notify *notifyLog
-	// stopAnalyze ends the stand-in for autovacuum's ANALYZE; nil when
-	// the server runs autovacuum itself.
+	// stopAnalyze ends the stand-in for autovacuum's ANALYZE.
 	stopAnalyze func()
 	// features are what a user would switch on (-features): "spam" makes
 	// the whole-system phase post through a page's judged publishable
@@ -344,28 +344,27 @@ func (s *stack) clientsYAML() []byte {
 // analyzeEvery is how often keepAnalyzed analyzes the tables.
 const analyzeEvery = 5 * time.Second
 
-// keepAnalyzed stands in for autovacuum's ANALYZE when the server runs
-// without autovacuum (as a CI server may): it analyzes the tables the
-// service writes now and every interval, until stopped. Without it, the
-// plans that PostgreSQL caches for prepared statements keep the estimates
-// of empty tables (a sequential scan of river_job for every completion, in
-// River's statements as well as ours) while the tables grow, and the
-// figures would be those of a server no one runs. It returns nil when
-// autovacuum is on.
+// keepAnalyzed stands in for autovacuum's ANALYZE on tables that grow from
+// nothing: every interval, until stopped, it analyzes each table the
+// service writes that autovacuum would analyze by its rule (more rows
+// changed since the last ANALYZE than 50 and a tenth of the table:
+// autovacuum_analyze_threshold and autovacuum_analyze_scale_factor at
+// their defaults), without autovacuum's wait. Autovacuum, where it is on,
+// looks at a database once a minute (autovacuum_naptime); a database of
+// the bench is minutes old, so without this the plans that PostgreSQL
+// caches for prepared statements keep the estimates of empty tables
+// (sequential scans of leads for every save, of river_job for every
+// completion) while the tables grow, and the figures would be those of a
+// server no one runs for long.
 func keepAnalyzed(pool *pgxpool.Pool, every time.Duration) func() {
 	ctx, cancel := context.WithCancel(context.Background())
-	var on string
-	if err := pool.QueryRow(ctx, "SHOW autovacuum").Scan(&on); err != nil || on == "on" {
-		cancel()
-		return nil
-	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
-			if _, err := pool.Exec(ctx, "ANALYZE idempotency_keys, leads, river_job, callbacks"); err != nil && ctx.Err() == nil {
+			if err := analyzeChanged(ctx, pool); err != nil && ctx.Err() == nil {
 				fmt.Printf("analyze: %v\n", err)
 			}
 			select {
@@ -378,6 +377,25 @@ func keepAnalyzed(pool *pgxpool.Pool, every time.Duration) func() {
 	return func() { cancel(); <-done }
 }
 
+// analyzeChanged analyzes the tables the service writes that autovacuum's
+// rule says are due.
+func analyzeChanged(ctx context.Context, pool *pgxpool.Pool) error {
+	rows, err := pool.Query(ctx, `
+SELECT s.relname
+FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+WHERE s.relname = ANY($1) AND s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0)`,
+		[]string{"idempotency_keys", "leads", "lead_calls", "river_job", "callbacks", "owner_turns", "downstreams"})
+	if err != nil {
+		return err
+	}
+	due, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(due) == 0 {
+		return err
+	}
+	_, err = pool.Exec(ctx, "ANALYZE "+strings.Join(due, ", "))
+	return err
+}
+
 func (s *stack) startAPI(ctx context.Context) error {
 	p, err := system.Start(s.bins.Path("api"), append([]string{
 		"DATABASE_URL=" + s.dbURL,
@@ -387,7 +405,7 @@ func (s *stack) startAPI(ctx context.Context) error {
 		"CLIENTS_FILE=" + s.clientsFile,
 		// Every page request of the spam phase comes from 127.0.0.1.
 		"PUBLIC_RATE_LIMIT=1000000/s",
-	}, traceEnv...))
+	}, append(traceEnv, apiEnv...)...))
 	if err != nil {
 		return err
 	}
@@ -413,7 +431,7 @@ func (s *stack) startWorker(ctx context.Context) error {
 		"NOTIFY_URL=" + s.fakeSrv.URL + "/notify",
 		"CLIENTS_FILE=" + s.clientsFile,
 	}
-	env = append(env, traceEnv...)
+	env = append(append(env, traceEnv...), workerEnv...)
 	if s.features["bucket"] {
 		env = append(env, "ENRICHMENT_RATE_LIMIT="+unbindingLimit, "CRM_RATE_LIMIT="+unbindingLimit, "NOTIFY_RATE_LIMIT="+unbindingLimit)
 	}
@@ -483,19 +501,31 @@ func (s *stack) unfinished(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// anyUnfinished reports whether a key is still processing (or awaiting
+// reconciliation): what waitFinished polls, cheaper than counting them.
+func (s *stack) anyUnfinished(ctx context.Context) (bool, error) {
+	var left bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM idempotency_keys WHERE state IN ('processing', 'needs_reconciliation'))`).Scan(&left)
+	return left, err
+}
+
 // waitFinished polls until no key is unfinished and returns when that was
 // first seen.
 func (s *stack) waitFinished(ctx context.Context, timeout time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	for {
-		n, err := s.unfinished(ctx)
+		left, err := s.anyUnfinished(ctx)
 		if err != nil {
 			return time.Time{}, err
 		}
-		if n == 0 {
+		if !left {
 			return time.Now(), nil
 		}
 		if time.Now().After(deadline) {
+			n, err := s.unfinished(ctx)
+			if err != nil {
+				return time.Time{}, err
+			}
 			return time.Time{}, fmt.Errorf("%d keys still unfinished after %s", n, timeout)
 		}
 		sleepCtx(ctx, 10*time.Millisecond)
@@ -511,4 +541,19 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// apiEnv and workerEnv are added to the environment of the api and the
+// worker (-api-env, -worker-env): settings tried without a rebuild.
+var apiEnv, workerEnv []string
+
+// envFlag appends a flag's NAME=value to env.
+func envFlag(env *[]string) func(string) error {
+	return func(v string) error {
+		if name, _, ok := strings.Cut(v, "="); !ok || name == "" {
+			return fmt.Errorf("%q: want NAME=value", v)
+		}
+		*env = append(*env, v)
+		return nil
+	}
 }
