@@ -333,11 +333,7 @@ func (s *Store) Save(ctx context.Context, run *Run, p SaveParams) error {
 		err   error
 	)
 	if p.Durable {
-		// A durable save commits: never cancelled (see uncancelled).
-		saved, err = uncancelled(ctx, func(ctx context.Context) (savedLead, error) {
-			leads, err := s.saveRows(ctx, true, []saveRow{row}, p.Calls)
-			return leads.of(row.LeadID), err
-		})
+		saved, err = s.durables.do(ctx, pendingSave{row: row, calls: p.Calls})
 	} else {
 		saved, err = s.saves.do(ctx, pendingSave{row: row, calls: p.Calls})
 	}

@@ -7,17 +7,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// GroupRuns makes the reads (Lead), the saves (Save, but the durable ones),
-// the checks (Holds) and the finishes (Finish) of concurrent runs go
-// together, as GroupClaims makes claims: one statement reads, saves or
-// checks a group of leads, one transaction finishes a group, whatever its
-// size. Each save and finish is fenced and answered as alone. A lead twice
+// GroupRuns makes the reads (Lead), the saves (Save; the durable ones in
+// groups of their own), the checks (Holds) and the finishes (Finish) of
+// concurrent runs go together, as GroupClaims makes claims: one statement
+// reads, saves or checks a group of leads, one transaction finishes a group
+// or saves a durable group (one wait for the disk), whatever its size. Each save and finish is fenced and answered as alone. A lead twice
 // in one group, and every member of a group of several that failed, goes
 // the single way, so that one bad row never fails another. See batcher for
 // how groups form. It needs a store on a pool, and is set once, before the
 // store is used.
 func (s *Store) GroupRuns(o GroupOpts) error {
-	return s.startGroups(o, s.loads, s.saves, s.checks, s.finishes)
+	return s.startGroups(o, s.loads, s.saves, s.durables, s.checks, s.finishes)
 }
 
 // loadOne reads one lead alone.
@@ -80,6 +80,37 @@ func (s *Store) saveGroup(ctx context.Context, ps []pendingSave, answer func(int
 		rows, calls = append(rows, p.row), append(calls, p.calls...)
 	}
 	leads, err := s.saveRows(ctx, false, rows, calls)
+	if err != nil {
+		return err
+	}
+	for i, p := range ps {
+		answer(i, leads.of(p.row.LeadID), nil)
+	}
+	return nil
+}
+
+// durableOne writes one durable save alone: it commits, so it is never
+// cancelled (see uncancelled).
+func (s *Store) durableOne(ctx context.Context, p pendingSave) (savedLead, error) {
+	return uncancelled(ctx, func(ctx context.Context) (savedLead, error) {
+		leads, err := s.saveRows(ctx, true, []saveRow{p.row}, p.calls)
+		return leads.of(p.row.LeadID), err
+	})
+}
+
+// durableGroup writes a group of durable saves in one transaction, made
+// durable: one round trip and one wait for the disk for the group. Its
+// commit is never cancelled (see uncancelled); the saves stopped waiting
+// for it at their callers' deadlines.
+func (s *Store) durableGroup(ctx context.Context, ps []pendingSave, answer func(int, savedLead, error)) error {
+	var (
+		rows  []saveRow
+		calls []Call
+	)
+	for _, p := range ps {
+		rows, calls = append(rows, p.row), append(calls, p.calls...)
+	}
+	leads, err := s.saveRows(context.WithoutCancel(ctx), true, rows, calls)
 	if err != nil {
 		return err
 	}

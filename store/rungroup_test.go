@@ -237,6 +237,48 @@ func TestGroupRuns(t *testing.T) {
 		}
 	})
 
+	// Durable saves (written ahead of a create or of a channel's send)
+	// go in groups of their own: one transaction, one wait for the disk.
+	t.Run("DurableSavesGoTogether", func(t *testing.T) {
+		t.Parallel()
+		s, counter, direct := groupedRuns(t)
+		leads := make([]*store.Lead, n)
+		for i := range leads {
+			leads[i] = claimed(t, s)
+		}
+		release := lockLeads(t, direct)
+		var (
+			wg      sync.WaitGroup
+			started atomic.Int64
+		)
+		want := lead.State{Enrichment: lead.EnrichmentNoData, CRM: lead.CRMPending, CRMPrepared: "prepared-1"}
+		for _, l := range leads {
+			wg.Go(func() {
+				started.Add(1)
+				err := s.Save(t.Context(), &l.Run, store.SaveParams{State: want, Durable: true})
+				if err != nil || !l.Run.Taken {
+					t.Errorf("durable save of %s: %v (taken %v)", l.ID, err, l.Run.Taken)
+				}
+			})
+		}
+		whenStarted(&started, n)
+		before := counter.saves.Load()
+		release()
+		wg.Wait()
+		if got := counter.saves.Load() - before; got > n/4 {
+			t.Errorf("%d concurrent durable saves took %d statements, want them together", n, got)
+		}
+		for _, l := range leads {
+			got, err := s.Lead(t.Context(), l.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State.CRMPrepared != want.CRMPrepared || got.Run.Seq != l.Run.Seq {
+				t.Errorf("lead %s read back %+v run %d, want %+v run %d", l.ID, got.State, got.Run.Seq, want, l.Run.Seq)
+			}
+		}
+	})
+
 	t.Run("OneOfTwinsActs", func(t *testing.T) {
 		t.Parallel()
 		s, _, direct := groupedRuns(t)

@@ -61,13 +61,14 @@ type Store struct {
 	// migrated is set once Ready found every migration applied.
 	migrated atomic.Bool
 	// claims, peeks and ops are the api's requests, in groups with
-	// GroupClaims; loads, saves, checks and finishes the worker's, with
-	// GroupRuns. Without, each goes alone.
+	// GroupClaims; loads, saves (lazy and durable apart), checks and
+	// finishes the worker's, with GroupRuns. Without, each goes alone.
 	claims   *batcher[*groupedClaim, *ClaimResult]
 	peeks    *batcher[KeyName, *Peeked]
 	ops      *batcher[KeyName, *Operation]
 	loads    *batcher[uuid.UUID, *Lead]
 	saves    *batcher[pendingSave, savedLead]
+	durables *batcher[pendingSave, savedLead]
 	checks   *batcher[Run, struct{}]
 	finishes *batcher[*Finish, *Finished]
 	// announcer sends the announcements of finished keys (announce); nil
@@ -144,6 +145,8 @@ func New(db DB) *Store {
 	s.loads = &batcher[uuid.UUID, *Lead]{name: "load leads (grouped)", run: s.loadGroup, single: s.loadOne}
 	s.saves = &batcher[pendingSave, savedLead]{name: "save leads (grouped)", run: s.saveGroup, single: s.saveOne,
 		twin: func(p pendingSave) any { return p.row.LeadID }}
+	s.durables = &batcher[pendingSave, savedLead]{name: "save leads durably (grouped)", run: s.durableGroup, single: s.durableOne,
+		twin: func(p pendingSave) any { return p.row.LeadID }}
 	s.checks = &batcher[Run, struct{}]{name: "check holds (grouped)", run: s.checkGroup, single: s.checkOne}
 	s.finishes = &batcher[*Finish, *Finished]{name: "finish leads (grouped)", run: s.finishGroup, single: s.finishOne,
 		twin: func(f *Finish) any { return f.LeadID }}
@@ -154,6 +157,17 @@ func New(db DB) *Store {
 // commit returns, whatever the session's synchronous_commit (the worker's is
 // off).
 const durably = "set local synchronous_commit to on"
+
+// genericPlans makes the prepared statements of the transaction it runs in
+// use their cached generic plan. A group's statements take arrays
+// (unnest($1::uuid[])), and left to itself PostgreSQL plans them again at
+// every execution: it weighs its custom plan for the group at hand against
+// the generic plan's guess of ten rows, and the custom one always looks
+// cheaper, though planning it costs more than running it. The api's
+// sessions keep the default for everything else (an operator's listing
+// with optional filters needs its custom plan); the worker's sessions force
+// generic plans throughout (cmd/worker).
+const genericPlans = "set local plan_cache_mode to force_generic_plan"
 
 // inTx runs fn in a transaction on the store's database, and commits it
 // when fn returns nil.
