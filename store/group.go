@@ -52,12 +52,15 @@ func (s *Store) claimGroup(ctx context.Context, group []*groupedClaim, answer fu
 	defer func() { _ = tx.Rollback(ctx) }()
 	b := &pgx.Batch{}
 	b.Queue(durably)
+	b.Queue(genericPlans)
 	b.Queue(insertKeysSQL, rowArgs(keys, nil))
 	br := tx.SendBatch(ctx, b)
 	claimedIDs, err := func() ([]uuid.UUID, error) {
 		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return nil, err
+		for range 2 { // durably, genericPlans
+			if _, err := br.Exec(); err != nil {
+				return nil, err
+			}
 		}
 		rows, err := br.Query()
 		if err != nil {
