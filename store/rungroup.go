@@ -70,23 +70,9 @@ func (s *Store) saveOne(ctx context.Context, p pendingSave) (savedLead, error) {
 }
 
 // saveGroup writes a group of saves in one round trip: the saves of one
-// implicit transaction (none of them durable).
+// implicit transaction, none of them durable.
 func (s *Store) saveGroup(ctx context.Context, ps []pendingSave, answer func(int, savedLead, error)) error {
-	var (
-		rows  []saveRow
-		calls []Call
-	)
-	for _, p := range ps {
-		rows, calls = append(rows, p.row), append(calls, p.calls...)
-	}
-	leads, err := s.saveRows(ctx, false, rows, calls)
-	if err != nil {
-		return err
-	}
-	for i, p := range ps {
-		answer(i, leads.of(p.row.LeadID), nil)
-	}
-	return nil
+	return s.saveRowsOf(ctx, false, ps, answer)
 }
 
 // durableOne writes one durable save alone: it commits, so it is never
@@ -103,6 +89,11 @@ func (s *Store) durableOne(ctx context.Context, p pendingSave) (savedLead, error
 // commit is never cancelled (see uncancelled); the saves stopped waiting
 // for it at their callers' deadlines.
 func (s *Store) durableGroup(ctx context.Context, ps []pendingSave, answer func(int, savedLead, error)) error {
+	return s.saveRowsOf(context.WithoutCancel(ctx), true, ps, answer)
+}
+
+// saveRowsOf writes the group ps with saveRows and answers each save.
+func (s *Store) saveRowsOf(ctx context.Context, durable bool, ps []pendingSave, answer func(int, savedLead, error)) error {
 	var (
 		rows  []saveRow
 		calls []Call
@@ -110,7 +101,7 @@ func (s *Store) durableGroup(ctx context.Context, ps []pendingSave, answer func(
 	for _, p := range ps {
 		rows, calls = append(rows, p.row), append(calls, p.calls...)
 	}
-	leads, err := s.saveRows(context.WithoutCancel(ctx), true, rows, calls)
+	leads, err := s.saveRows(ctx, durable, rows, calls)
 	if err != nil {
 		return err
 	}
