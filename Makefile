@@ -4,7 +4,7 @@ GO ?= go
 # fetches it from the module proxy the first time. A machine ignores the
 # go.mod's version for this, so it is exported here.
 export GOTOOLCHAIN = go1.27.3
-TEST_TIMEOUT ?= 12m
+TEST_TIMEOUT ?= 30m
 STATICCHECK_VERSION = v0.8.2
 # goimports rather than gci: gci v0.14.0 knows the standard library of Go
 # 1.25 and takes uuid (standard since Go 1.27) for a third-party package.
