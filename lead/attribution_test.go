@@ -53,11 +53,13 @@ func TestDecodeAttribution(t *testing.T) {
 				Last: &lead.Touch{LandingPage: "https://acme.example/contact", At: "2025-03-02T10:00:00+01:00"},
 			},
 			// Every member optional, a touch alone, null for not given.
-			withAttribution(`{"last":{"referrer":"http://news.example/story"}}`):                                                 {Last: &lead.Touch{Referrer: "http://news.example/story"}},
-			withAttribution(`{"first":{}}`):                                                                                      {First: &lead.Touch{}},
+			withAttribution(`{"last":{"referrer":"http://news.example/story"}}`): {Last: &lead.Touch{Referrer: "http://news.example/story"}},
+			withAttribution(`{"first":{}}`):                                      {First: &lead.Touch{}},
+
 			withAttribution(`{"first":{"landing_page":null,"referrer":null,"utm":null,"click_ids":null,"at":null},"last":null}`): {First: &lead.Touch{}},
-			withAttribution(`{"first":{"click_ids":{"gclid":null,"fbclid":"f"}}}`):                                               {First: &lead.Touch{ClickIDs: map[string]string{"fbclid": "f"}}},
-			withAttribution(`{"first":{"click_ids":{"gclid":""}}}`):                                                              {First: &lead.Touch{}},
+
+			withAttribution(`{"first":{"click_ids":{"gclid":null,"fbclid":"f"}}}`): {First: &lead.Touch{ClickIDs: map[string]string{"fbclid": "f"}}},
+			withAttribution(`{"first":{"click_ids":{"gclid":""}}}`):                {First: &lead.Touch{}},
 			withAttribution(`{}`):                                          nil,
 			withAttribution(`null`):                                        nil,
 			withAttribution(`{"first":null,"last":null}`):                  nil,
